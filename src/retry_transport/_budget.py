@@ -1,0 +1,89 @@
+"""A per-client retry budget: the AWS SDK standard-mode retry quota, as a token bucket.
+
+A retry takes tokens; a request that ends in success puts some back. While the bucket holds
+fewer tokens than a retry costs, failures are handed over at once instead of retried, so a
+wide outage cannot multiply the load on a struggling service: from a full bucket of 500, a
+total outage allows 100 retries (50 after timeouts) and then each request is sent once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+__all__ = ["RetryBudget"]
+
+
+def _amount(name: str, value: object, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of tokens, got {value!r}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return value
+
+
+class RetryBudget:
+    """A thread-safe token bucket that bounds retries across all requests of a client.
+
+    Args:
+        capacity: tokens in a full bucket, and the bucket's upper bound. Default 500.
+        retry_cost: tokens a retry takes. Default 5.
+        timeout_retry_cost: tokens a retry after a timeout takes. Default 10.
+        success_refund: tokens a request that succeeds without a retry puts back. Default 1.
+            A request that succeeds after retries puts back what its last retry took.
+
+    One budget may be shared by several transports, sync and async alike: it is guarded by a
+    lock that is never held across a wait, so nothing ever blocks on an empty bucket.
+    """
+
+    __slots__ = (
+        "_lock",
+        "_tokens",
+        "capacity",
+        "retry_cost",
+        "success_refund",
+        "timeout_retry_cost",
+    )
+
+    def __init__(
+        self,
+        capacity: float = 500,
+        retry_cost: float = 5,
+        timeout_retry_cost: float = 10,
+        success_refund: float = 1,
+    ) -> None:
+        self.capacity = _amount("capacity", capacity, positive=True)
+        self.retry_cost = _amount("retry_cost", retry_cost)
+        self.timeout_retry_cost = _amount("timeout_retry_cost", timeout_retry_cost)
+        self.success_refund = _amount("success_refund", success_refund)
+        self._tokens = self.capacity
+        self._lock = threading.Lock()
+
+    @property
+    def tokens(self) -> float:
+        """The tokens in the bucket now."""
+        return self._tokens
+
+    def acquire(self, *, timeout: bool = False) -> float | None:
+        """Take the cost of one retry; return it, or ``None`` (taking nothing) if short."""
+        cost = self.timeout_retry_cost if timeout else self.retry_cost
+        with self._lock:
+            if self._tokens < cost:
+                return None
+            self._tokens -= cost
+        return cost
+
+    def release(self, amount: float) -> None:
+        """Put ``amount`` tokens back, never above ``capacity``."""
+        if self._tokens >= self.capacity:  # the usual case: a full bucket, nothing to do
+            return
+        with self._lock:
+            self._tokens = min(self.capacity, self._tokens + amount)
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryBudget(tokens={self._tokens:g}, capacity={self.capacity:g}, "
+            f"retry_cost={self.retry_cost:g}, timeout_retry_cost={self.timeout_retry_cost:g}, "
+            f"success_refund={self.success_refund:g})"
+        )

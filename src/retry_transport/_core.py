@@ -1,0 +1,532 @@
+"""The sans-I/O decision core shared by the sync and async transports.
+
+Nothing here sends, sleeps or reads a clock or a random source of its own: the drivers
+(``_transports.py``) do the I/O and the sleeping, and the clock, wall clock and random
+generator are injected. A driver runs one :class:`RetryCall` per request:
+
+    call = controller.begin(request)        # may raise ValueError (bad override)
+    wait = call.start()                     # cooldown wait; may raise CooldownError
+    loop:
+        sleep(wait) if wait is not None
+        send call.attempt_request()
+        wait = call.on_response(response)   # or call.on_error(exc)
+        None -> hand the response over (or re-raise the exception): metadata attached
+        else -> close the response, sleep ``wait`` seconds, try again
+
+Rules of the decision, in the order they are checked (first match wins):
+
+1. The outcome is not retryable: a status outside ``retry_statuses`` (``success`` below
+   400, else ``not_retryable``), or an error that a retry cannot fix (``not_retryable``).
+2. The request may not be retried: disabled per request (``disabled``); a method outside
+   ``retry_methods`` without an idempotency key (``unsafe_method``); a body that cannot be
+   sent again (``body_not_replayable``). Failures that prove the server never received the
+   request (connect errors and timeouts, pool timeouts) skip the last two checks: nothing
+   was sent, so nothing can be duplicated and the body was not consumed.
+3. ``max_attempts`` is reached.
+4. The wait is too long: ``Retry-After`` above ``max_retry_after``
+   (``retry_after_too_long``), or a wait ending past the deadline (``deadline``).
+5. The retry budget cannot pay for the retry (``budget_exhausted``). Checked last, so no
+   tokens are spent on a retry another rule stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import httpx
+
+from ._budget import RetryBudget
+from ._errors import CooldownError
+from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
+from ._policy import RetryPolicy, compute_backoff
+from ._retry_after import parse_retry_after
+
+__all__ = ["Controller", "RetryCall", "RetryHook", "redact_url", "retry_info"]
+
+logger: Final = logging.getLogger("retry_transport")
+
+RetryHook = Callable[[RetryEvent], object]
+
+#: Transport errors a retry may fix: timeouts, network errors (connect, read, write) and
+#: remote protocol errors such as a connection dropped before the response.
+RETRYABLE_ERRORS: Final = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+#: Errors that prove the request never reached the server: safe to retry for any method and
+#: any body, since nothing was sent.
+NEVER_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: Statuses whose ``Retry-After`` starts a cooldown for the whole origin.
+COOLDOWN_STATUSES: Final = frozenset({429, 503})
+
+_INFO_ATTRIBUTE: Final = "_retry_transport_info"
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def retry_info(obj: object) -> RetryInfo | None:
+    """Return the :class:`RetryInfo` of a response or of an exception raised by a transport.
+
+    Returns ``None`` for anything the transports did not handle.
+    """
+    if isinstance(obj, httpx.Response):
+        info = obj.extensions.get("retry")
+        return info if isinstance(info, RetryInfo) else None
+    info = getattr(obj, _INFO_ATTRIBUTE, None)
+    return info if isinstance(info, RetryInfo) else None
+
+
+def redact_url(url: httpx.URL) -> str:
+    """The URL without userinfo and query string, which may hold secrets."""
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
+def _origin(url: httpx.URL) -> str:
+    port = url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
+    return f"{url.scheme}://{url.host}:{port}"
+
+
+def _replayable(stream: object) -> bool:
+    """Whether a request body can be sent again, judged before the first attempt."""
+    if isinstance(stream, httpx.ByteStream):  # bytes, str, form, JSON, or a read() body
+        return True
+    fields = getattr(stream, "fields", None)
+    if type(stream).__name__ == "MultipartStream" and isinstance(fields, list):
+        # httpx rewinds file fields before sending them; a file that cannot seek is lost.
+        for item in fields:
+            file = getattr(item, "file", None)
+            if file is None or isinstance(file, (str, bytes)):
+                continue
+            seekable = getattr(file, "seekable", None)
+            if not (seekable() if callable(seekable) else hasattr(file, "seek")):
+                return False
+        return True
+    return False
+
+
+def _clip_timeouts(request: httpx.Request, remaining: float) -> httpx.Request:
+    """A shallow copy of ``request`` whose httpx timeouts end within ``remaining`` seconds."""
+    remaining = max(remaining, 0.001)
+    current = request.extensions.get("timeout")
+    timeouts: dict[str, float] = {}
+    for key in ("connect", "read", "write", "pool"):
+        value = current.get(key) if isinstance(current, Mapping) else None
+        timeouts[key] = remaining if value is None else min(value, remaining)
+    copy = httpx.Request.__new__(httpx.Request)
+    copy.__dict__.update(request.__dict__)
+    copy.extensions = {**request.extensions, "timeout": timeouts}
+    return copy
+
+
+class Controller:
+    """The state one transport keeps across requests: policy, budget, cooldowns, counters."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        *,
+        budget: RetryBudget | None,
+        cooldown: bool,
+        hooks: Sequence[RetryHook],
+        rng: random.Random,
+        clock: Callable[[], float],
+        wallclock: Callable[[], float],
+        contact: str | None = None,
+        auto_idempotency_key: bool = False,
+    ) -> None:
+        self.policy = policy
+        self.budget = budget
+        self.cooldown = cooldown
+        self.hooks = tuple(hooks)
+        self.rng = rng
+        self.clock = clock
+        self.wallclock = wallclock
+        self.contact = contact
+        self.auto_idempotency_key = auto_idempotency_key
+        # origin -> clock time until which it asked for quiet
+        self.cooldowns: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._retries = 0
+        self._gave_up: dict[StopReason, int] = {}
+        # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
+        # so one object serves every such response.
+        self._single: dict[int, RetryInfo] = {}
+
+    # -- per request -------------------------------------------------------------------
+
+    def begin(self, request: httpx.Request) -> RetryCall:
+        """Start one request. Raises ``ValueError`` for an invalid per-request override."""
+        override = request.extensions.get("retry")
+        policy = self.policy
+        enabled = True
+        if override is False:
+            enabled = False
+        elif override is not None and override is not True:
+            policy = policy.with_override(override)
+        if self.contact is not None and "from" not in request.headers:
+            request.headers["From"] = self.contact
+        if (
+            self.auto_idempotency_key
+            and policy.idempotency_header
+            and request.method not in policy.retry_methods
+            and not request.headers.get(policy.idempotency_header, "").strip()
+        ):
+            request.headers[policy.idempotency_header] = f'"{uuid.uuid4()}"'
+        with self._lock:
+            self._requests += 1
+        return RetryCall(self, request, policy, enabled)
+
+    def single_info(self, status: int, reason: StopReason) -> RetryInfo:
+        info = self._single.get(status)
+        if info is None:
+            info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
+            self._single[status] = info
+        return info
+
+    # -- cooldowns ---------------------------------------------------------------------
+
+    def cooldown_left(self, origin: str, now: float) -> float:
+        until = self.cooldowns.get(origin)
+        if until is None:
+            return 0.0
+        if until <= now:
+            # Another thread may have extended it meanwhile; only drop what is stale.
+            with self._lock:
+                if self.cooldowns.get(origin, now + 1.0) <= now:
+                    del self.cooldowns[origin]
+            return 0.0
+        return until - now
+
+    def start_cooldown(self, origin: str, until: float) -> None:
+        with self._lock:
+            if until > self.cooldowns.get(origin, 0.0):
+                self.cooldowns[origin] = until
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def note_retry(
+        self, call: RetryCall, attempt: int, wait: float, status: int | None, error: str | None
+    ) -> None:
+        with self._lock:
+            self._retries += 1
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
+                call.request.method,
+                redact_url(call.request.url),
+                status or error,
+                attempt,
+                call.policy.max_attempts,
+                wait,
+            )
+        if self.hooks:
+            self._emit(
+                RetryEvent(
+                    "retry",
+                    call.request.method,
+                    redact_url(call.request.url),
+                    attempt,
+                    wait,
+                    status,
+                    error,
+                    None,
+                )
+            )
+
+    def note_finish(self, call: RetryCall, info: RetryInfo, failed_retryable: bool) -> None:
+        reason = info.stop_reason
+        gave_up = reason is not StopReason.SUCCESS and (info.retries > 0 or failed_retryable)
+        if gave_up:
+            with self._lock:
+                self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
+        if not gave_up and info.retries == 0:
+            return  # the quiet path: nothing to log, nothing to tell the hooks
+        last = info.history[-1] if info.history else None
+        outcome = (last.status or last.error) if last is not None else "no attempt"
+        method, url = call.request.method, redact_url(call.request.url)
+        if reason is StopReason.SUCCESS:
+            logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
+            return
+        if info.retries > 0:
+            level = logging.ERROR
+        elif reason is StopReason.DISABLED:
+            level = logging.DEBUG
+        else:
+            level = logging.WARNING
+        logger.log(
+            level,
+            "Giving up on %s %s after %d attempt(s): %s (%s)",
+            method,
+            url,
+            info.attempts,
+            outcome,
+            reason.value,
+        )
+        if gave_up and self.hooks:
+            self._emit(
+                RetryEvent(
+                    "give_up",
+                    method,
+                    url,
+                    info.attempts,
+                    0.0,
+                    last.status if last else None,
+                    last.error if last else None,
+                    reason,
+                )
+            )
+
+    def _emit(self, event: RetryEvent) -> None:
+        for hook in self.hooks:
+            try:
+                hook(event)
+            except Exception:
+                logger.warning("Retry hook %r raised on %s event", hook, event.kind, exc_info=True)
+
+    def stats(self) -> RetryStats:
+        with self._lock:
+            requests, retries, gave_up = self._requests, self._retries, dict(self._gave_up)
+        return RetryStats(
+            requests=requests,
+            retries=retries,
+            gave_up=gave_up,
+            budget_tokens=None if self.budget is None else self.budget.tokens,
+            retry_rate=retries / requests if requests else 0.0,
+        )
+
+
+class RetryCall:
+    """The decisions for one request, from its first attempt to its final outcome."""
+
+    __slots__ = (
+        "_budget_cost",
+        "_controller",
+        "_deadline_at",
+        "_history",
+        "_previous",
+        "_replayable",
+        "_total_wait",
+        "enabled",
+        "policy",
+        "request",
+    )
+
+    def __init__(
+        self, controller: Controller, request: httpx.Request, policy: RetryPolicy, enabled: bool
+    ) -> None:
+        self._controller = controller
+        self.request = request
+        self.policy = policy
+        self.enabled = enabled
+        self._history: list[Attempt] = []
+        self._total_wait = 0.0
+        self._previous = policy.base_delay
+        self._budget_cost: float | None = None
+        self._deadline_at: float | None = None
+        # Decided from the request as it is before the first attempt consumes its body.
+        self._replayable = _replayable(request.stream)
+
+    # -- before the first attempt ------------------------------------------------------
+
+    def start(self) -> float | None:
+        """Seconds to wait before the first attempt (an origin's cooldown), or ``None``.
+
+        Raises :class:`CooldownError` when the cooldown is longer than the request may wait.
+        """
+        controller = self._controller
+        deadline = self.policy.deadline
+        if deadline is None and not controller.cooldowns:
+            return None
+        now = controller.clock()
+        if deadline is not None:
+            self._deadline_at = now + deadline
+        if not controller.cooldowns:
+            return None
+        origin = _origin(self.request.url)
+        wait = controller.cooldown_left(origin, now)
+        if wait <= 0.0:
+            return None
+        limit = self.policy.max_retry_after
+        reason = None
+        if wait > limit:
+            reason, why = StopReason.RETRY_AFTER_TOO_LONG, f"more than max_retry_after={limit:g} s"
+        elif self._deadline_at is not None and now + wait >= self._deadline_at:
+            reason, why = StopReason.DEADLINE, f"past the deadline of {deadline:g} s"
+        if reason is not None:
+            error = CooldownError(
+                f"{origin} asked for quiet (Retry-After) for {wait:.3f} s more, {why}: not sent",
+                origin=origin,
+                remaining=wait,
+                request=self.request,
+            )
+            info = RetryInfo(0, 0, (), 0.0, reason)
+            setattr(error, _INFO_ATTRIBUTE, info)
+            controller.note_finish(self, info, failed_retryable=True)
+            raise error
+        self._total_wait += wait
+        return wait
+
+    def attempt_request(self) -> httpx.Request:
+        """The request to send now: with a deadline, its timeouts end within the time left."""
+        if self._deadline_at is None:
+            return self.request
+        return _clip_timeouts(self.request, self._deadline_at - self._controller.clock())
+
+    # -- after an attempt --------------------------------------------------------------
+
+    def on_response(self, response: httpx.Response) -> float | None:
+        """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
+        status = response.status_code
+        policy = self.policy
+        if status not in policy.retry_statuses:
+            reason = StopReason.SUCCESS if status < 400 else StopReason.NOT_RETRYABLE
+            if not self._history:
+                # The common case, kept short: one attempt, nothing to retry.
+                info = self._controller.single_info(status, reason)
+                _attach(response, info)
+                budget = self._controller.budget
+                if budget is not None and reason is StopReason.SUCCESS:
+                    budget.release(budget.success_refund)
+                return None
+            self._finish(reason, response, status, None, None, failed_retryable=False)
+            return None
+        retry_after = None
+        if policy.respect_retry_after:
+            value = response.headers.get("retry-after")
+            if value is not None:
+                controller = self._controller
+                retry_after = parse_retry_after(
+                    value, now=controller.wallclock(), date=response.headers.get("date")
+                )
+                if (
+                    retry_after is not None
+                    and controller.cooldown
+                    and status in COOLDOWN_STATUSES
+                    and retry_after <= policy.max_retry_after
+                ):
+                    controller.start_cooldown(
+                        _origin(self.request.url), controller.clock() + retry_after
+                    )
+        return self._retry_or_stop(
+            response, status, None, retry_after, timeout=False, never_sent=False
+        )
+
+    def on_error(self, exc: Exception) -> float | None:
+        """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
+        name = type(exc).__name__
+        if not isinstance(exc, RETRYABLE_ERRORS):
+            self._finish(StopReason.NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
+            return None
+        return self._retry_or_stop(
+            exc,
+            None,
+            name,
+            None,
+            timeout=isinstance(exc, httpx.TimeoutException),
+            never_sent=isinstance(exc, NEVER_SENT_ERRORS),
+        )
+
+    # -- the decision ------------------------------------------------------------------
+
+    def _idempotent(self) -> bool:
+        policy = self.policy
+        if self.request.method in policy.retry_methods:
+            return True
+        header = policy.idempotency_header
+        return bool(header and self.request.headers.get(header, "").strip())
+
+    def _retry_or_stop(
+        self,
+        outcome: httpx.Response | Exception,
+        status: int | None,
+        error: str | None,
+        retry_after: float | None,
+        *,
+        timeout: bool,
+        never_sent: bool,
+    ) -> float | None:
+        policy = self.policy
+        controller = self._controller
+        attempt = len(self._history) + 1
+        reason: StopReason | None = None
+        wait = backoff = 0.0
+        cost: float | None = None
+        if not self.enabled:
+            reason = StopReason.DISABLED
+        elif not never_sent and not self._idempotent():
+            reason = StopReason.UNSAFE_METHOD
+        elif not never_sent and not self._replayable:
+            reason = StopReason.BODY_NOT_REPLAYABLE
+        elif attempt >= policy.max_attempts:
+            reason = StopReason.MAX_ATTEMPTS
+        elif retry_after is not None and retry_after > policy.max_retry_after:
+            reason = StopReason.RETRY_AFTER_TOO_LONG
+        else:
+            backoff = compute_backoff(policy, attempt - 1, self._previous, controller.rng)
+            wait = backoff + (retry_after or 0.0)
+            if self._deadline_at is not None and controller.clock() + wait >= self._deadline_at:
+                reason = StopReason.DEADLINE
+            elif controller.budget is not None:
+                cost = controller.budget.acquire(timeout=timeout)
+                if cost is None:
+                    reason = StopReason.BUDGET_EXHAUSTED
+        if reason is not None:
+            self._finish(reason, outcome, status, error, retry_after, failed_retryable=True)
+            return None
+        self._previous = backoff
+        self._budget_cost = cost
+        self._total_wait += wait
+        self._history.append(Attempt(status, error, retry_after, wait))
+        controller.note_retry(self, attempt, wait, status, error)
+        return wait
+
+    def _finish(
+        self,
+        reason: StopReason,
+        outcome: httpx.Response | Exception,
+        status: int | None,
+        error: str | None,
+        retry_after: float | None,
+        *,
+        failed_retryable: bool,
+    ) -> None:
+        self._history.append(Attempt(status, error, retry_after, 0.0))
+        history = tuple(self._history)
+        info = RetryInfo(len(history), len(history) - 1, history, self._total_wait, reason)
+        controller = self._controller
+        budget = controller.budget
+        if budget is not None and reason is StopReason.SUCCESS:
+            refund = self._budget_cost if self._budget_cost is not None else budget.success_refund
+            budget.release(refund)
+        if isinstance(outcome, httpx.Response):
+            _attach(outcome, info)
+        else:
+            setattr(outcome, _INFO_ATTRIBUTE, info)
+            if failed_retryable and hasattr(outcome, "add_note"):
+                outcome.add_note(
+                    f"retry-transport: gave up after {info.attempts} attempt(s) ({reason.value})"
+                )
+        controller.note_finish(self, info, failed_retryable)
+
+
+def _attach(response: httpx.Response, info: RetryInfo) -> None:
+    extensions: Any = response.extensions
+    try:
+        extensions["retry"] = info
+    except TypeError:  # an immutable mapping from some inner transport
+        response.extensions = {**extensions, "retry": info}
+
+
+def _hooks(value: Iterable[RetryHook] | RetryHook | None) -> tuple[RetryHook, ...]:
+    if value is None:
+        return ()
+    if callable(value):
+        return (value,)
+    hooks = tuple(value)
+    for hook in hooks:
+        if not callable(hook):
+            raise ValueError(f"hooks must be callables, got {hook!r}")
+    return hooks

@@ -1,0 +1,125 @@
+"""Frozen records the transport hands to its callers: metadata, stop reasons, events, stats.
+
+Every record here is immutable, so it can be shared between threads and tasks and kept
+after the request is over without surprises.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Attempt", "RetryEvent", "RetryInfo", "RetryStats", "StopReason"]
+
+
+class StopReason(str, enum.Enum):
+    """Why the transport stopped trying and handed over the last outcome.
+
+    The reasons are checked in this order; the first that applies wins:
+
+    1. ``success`` / ``not_retryable``: the outcome is not one a retry could fix
+       (``success`` when the final status is below 400).
+    2. ``disabled`` / ``unsafe_method`` / ``body_not_replayable``: the request may not be
+       retried.
+    3. ``max_attempts``: the attempt limit is reached.
+    4. ``retry_after_too_long`` / ``deadline``: the wait would be too long.
+    5. ``budget_exhausted``: the client's retry budget has no tokens left (checked last, so
+       no tokens are spent on a retry that another reason stops).
+    """
+
+    SUCCESS = "success"
+    NOT_RETRYABLE = "not_retryable"
+    DISABLED = "disabled"
+    UNSAFE_METHOD = "unsafe_method"
+    BODY_NOT_REPLAYABLE = "body_not_replayable"
+    MAX_ATTEMPTS = "max_attempts"
+    RETRY_AFTER_TOO_LONG = "retry_after_too_long"
+    DEADLINE = "deadline"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a request.
+
+    Attributes:
+        status: the response status code, or ``None`` when the attempt raised.
+        error: the class name of the exception the attempt raised, or ``None``.
+        retry_after: the server's ``Retry-After`` in seconds, when it sent a usable one.
+        wait: seconds slept after this attempt before the next one (``0.0`` for the last).
+    """
+
+    status: int | None
+    error: str | None
+    retry_after: float | None
+    wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetryInfo:
+    """What the transport did for one request: ``response.extensions["retry"]``.
+
+    Attributes:
+        attempts: attempts made, the first one included.
+        retries: attempts after the first (``attempts - 1``).
+        history: one :class:`Attempt` per attempt, oldest first.
+        total_wait: seconds slept between attempts (cooldown wait included).
+        stop_reason: why no further attempt was made.
+    """
+
+    attempts: int
+    retries: int
+    history: tuple[Attempt, ...]
+    total_wait: float
+    stop_reason: StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class RetryEvent:
+    """What a hook receives: a retry was scheduled, or the transport gave up.
+
+    Attributes:
+        kind: ``"retry"`` (another attempt follows after ``wait`` seconds) or
+            ``"give_up"`` (the request ended unsuccessfully after or instead of a retry).
+        method: the request method.
+        url: the request URL without userinfo and query string.
+        attempt: the number of the attempt that just failed (1 for the first).
+        wait: seconds the transport will sleep before the next attempt (``0.0`` on give-up).
+        status: the failed attempt's status code, or ``None`` when it raised.
+        error: the failed attempt's exception class name, or ``None``.
+        stop_reason: why the transport gave up (``None`` for a retry).
+    """
+
+    kind: Literal["retry", "give_up"]
+    method: str
+    url: str
+    attempt: int
+    wait: float
+    status: int | None
+    error: str | None
+    stop_reason: StopReason | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryStats:
+    """A snapshot of one transport's counters.
+
+    Attributes:
+        requests: requests handled (first attempts).
+        retries: retries made (attempts after the first).
+        gave_up: per stop reason, requests that ended unsuccessfully after or instead of a
+            retry.
+        budget_tokens: tokens left in the retry budget, or ``None`` without a budget.
+        retry_rate: ``retries / requests`` (``0.0`` before the first request).
+    """
+
+    requests: int
+    retries: int
+    gave_up: Mapping[StopReason, int]
+    budget_tokens: float | None
+    retry_rate: float

@@ -1,0 +1,191 @@
+"""The retry policy: a frozen, validated description of what to retry and how long to wait."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, get_args
+
+__all__ = [
+    "DEFAULT_RETRY_METHODS",
+    "DEFAULT_RETRY_STATUSES",
+    "Jitter",
+    "RetryPolicy",
+    "compute_backoff",
+]
+
+Jitter = Literal["full", "equal", "decorrelated", "none"]
+_JITTERS: Final = frozenset(get_args(Jitter))
+
+#: Statuses a retry may fix: 408 Request Timeout, 429 Too Many Requests, 502 Bad Gateway,
+#: 503 Service Unavailable, 504 Gateway Timeout.
+DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
+#: The idempotent methods of RFC 9110 section 9.2.2.
+DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+
+# RFC 9110 section 5.6.2: token = 1*tchar.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def _number(name: str, value: object, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """What to retry, how often, and how long to wait. All times are in seconds.
+
+    Every field can also be given as a keyword to the transports, and per request through
+    ``extensions={"retry": {...}}``. Invalid values raise ``ValueError`` naming the field.
+
+    Attributes:
+        max_attempts: attempts in total, the first one included. Default 3.
+        retry_statuses: response statuses worth a retry. Default 408, 429, 502, 503, 504.
+        retry_methods: methods retried without an idempotency key. Default: RFC 9110's
+            idempotent methods GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+        idempotency_header: a request with any other method is retried only when it carries
+            this header with a non-empty value. Default ``"Idempotency-Key"``; ``None`` turns
+            the opt-in off.
+        base_delay: the first backoff step, seconds. Default 0.1.
+        max_delay: the largest backoff, seconds. Default 20.0.
+        jitter: ``"full"`` (default): ``uniform(0, min(max_delay, base_delay * 2**n))``;
+            ``"equal"``: half of that fixed plus half random; ``"decorrelated"``:
+            ``min(max_delay, uniform(base_delay, 3 * previous))``; ``"none"``: no randomness.
+            ``n`` counts the retries made so far.
+        respect_retry_after: wait at least what a ``Retry-After`` header asks. Default True.
+        max_retry_after: the longest ``Retry-After`` honoured, seconds; a longer one stops at
+            once and returns the response. Default 60.0.
+        deadline: seconds for the whole operation, waits and retries included; ``None``
+            (default) for no deadline.
+    """
+
+    max_attempts: int = 3
+    retry_statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
+    retry_methods: frozenset[str] = DEFAULT_RETRY_METHODS
+    idempotency_header: str | None = "Idempotency-Key"
+    base_delay: float = 0.1
+    max_delay: float = 20.0
+    jitter: Jitter = "full"
+    respect_retry_after: bool = True
+    max_retry_after: float = 60.0
+    deadline: float | None = None
+    # Derived once, at construction: the header name in lower case (or None).
+    _idempotency_key: str | None = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {attempts!r}")
+        setattr_(self, "retry_statuses", _statuses(self.retry_statuses))
+        setattr_(self, "retry_methods", _methods(self.retry_methods))
+        header = self.idempotency_header
+        if header is not None and (not isinstance(header, str) or not _TOKEN.fullmatch(header)):
+            raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
+        setattr_(self, "_idempotency_key", header.lower() if header else None)
+        for name in ("base_delay", "max_delay", "max_retry_after"):
+            setattr_(self, name, _number(name, getattr(self, name)))
+        if self.jitter not in _JITTERS:
+            raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {self.jitter!r}")
+        for name in ("respect_retry_after",):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        deadline = _number("deadline", self.deadline, allow_none=True)
+        if deadline is not None and deadline <= 0:
+            raise ValueError(f"deadline must be > 0 seconds or None, got {self.deadline!r}")
+        setattr_(self, "deadline", deadline)
+
+    def replace(self, **changes: Any) -> RetryPolicy:
+        """Return a copy with some fields changed; an unknown field raises ``ValueError``."""
+        unknown = sorted(set(changes) - FIELDS)
+        if unknown:
+            raise ValueError(
+                f"unknown retry policy field(s): {', '.join(unknown)}; "
+                f"known fields: {', '.join(sorted(FIELDS))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def with_override(self, override: object) -> RetryPolicy:
+        """Apply a per-request override: a ``RetryPolicy`` or a mapping of fields."""
+        if isinstance(override, RetryPolicy):
+            return override
+        if isinstance(override, Mapping):
+            if not all(isinstance(key, str) for key in override):
+                raise ValueError(f"retry override keys must be field names, got {override!r}")
+            return self.replace(**override)
+        raise ValueError(
+            "extensions['retry'] must be a RetryPolicy, a mapping of policy fields, "
+            f"True or False, got {override!r}"
+        )
+
+
+#: The public field names of :class:`RetryPolicy`.
+FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RetryPolicy) if f.init)
+
+
+def _statuses(value: Iterable[int]) -> frozenset[int]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"retry_statuses must be a set of status codes, got {value!r}")
+    result = frozenset(value)
+    for status in result:
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(f"retry_statuses must hold integers in 100..599, got {status!r}")
+    return result
+
+
+def _methods(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"retry_methods must be a set of method names, got {value!r}")
+    result = set()
+    for method in value:
+        if not isinstance(method, str) or not _TOKEN.fullmatch(method):
+            raise ValueError(f"retry_methods must hold method tokens, got {method!r}")
+        result.add(method.upper())
+    return frozenset(result)
+
+
+def _exponential(base: float, cap: float, n: int) -> float:
+    """``min(cap, base * 2**n)``, safe for any ``n``."""
+    if base <= 0:
+        return 0.0
+    if n >= 1100:  # 2.0**1100 overflows a float whatever the base
+        return cap
+    try:
+        return min(cap, math.ldexp(base, n))
+    except OverflowError:
+        return cap
+
+
+def compute_backoff(
+    policy: RetryPolicy, retries: int, previous: float, rng: random.Random
+) -> float:
+    """Seconds to wait before retry number ``retries + 1``, following ``policy.jitter``.
+
+    ``retries`` is the number of retries made so far (0 before the first retry) and
+    ``previous`` the last backoff (``policy.base_delay`` before the first retry; only
+    decorrelated jitter uses it). The result is finite, ``>= 0`` and at most
+    ``max(policy.max_delay, 0)``.
+    """
+    jitter = policy.jitter
+    cap = policy.max_delay
+    if jitter == "decorrelated":
+        low = policy.base_delay
+        high = max(low, 3.0 * previous)
+        return min(cap, rng.uniform(low, high))
+    ceiling = _exponential(policy.base_delay, cap, retries)
+    if jitter == "full":
+        return rng.uniform(0.0, ceiling)
+    if jitter == "equal":
+        half = ceiling / 2.0
+        return half + rng.uniform(0.0, half)
+    return ceiling

@@ -1,0 +1,341 @@
+"""The two drivers: ``RetryTransport`` (sync) and ``AsyncRetryTransport`` (async).
+
+They are hand-written twins, as httpx's own transports are: each does the I/O and the
+sleeping and nothing else, and every decision is made by the shared core in ``_core.py``.
+The two ``handle_*`` loops differ only in ``await``.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import anyio
+import email_validator
+import httpx
+
+from ._budget import RetryBudget
+from ._core import Controller, RetryHook, _hooks
+from ._models import RetryStats
+from ._policy import FIELDS, RetryPolicy
+
+__all__ = ["AsyncRetryTransport", "RetryTransport"]
+
+
+class _Default(enum.Enum):
+    BUDGET = "default budget"
+
+
+#: The default for ``budget=``: each transport owns a fresh ``RetryBudget()``.
+DEFAULT_BUDGET: Final = _Default.BUDGET
+
+#: Keywords forwarded to the inner ``httpx.HTTPTransport`` / ``AsyncHTTPTransport`` that the
+#: retry transport builds when it is given none.
+TRANSPORT_KEYWORDS: Final = frozenset(
+    {
+        "verify",
+        "cert",
+        "http1",
+        "http2",
+        "limits",
+        "trust_env",
+        "proxy",
+        "uds",
+        "local_address",
+        "retries",
+        "socket_options",
+    }
+)
+
+BudgetArg = RetryBudget | None | Literal[_Default.BUDGET]
+
+
+def _split_keywords(
+    kwargs: dict[str, Any], transport: object
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    policy_fields: dict[str, Any] = {}
+    transport_kwargs: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if name in FIELDS:
+            policy_fields[name] = value
+        elif name in TRANSPORT_KEYWORDS:
+            transport_kwargs[name] = value
+        else:
+            raise TypeError(
+                f"unexpected keyword argument {name!r}: expected a RetryPolicy field "
+                f"({', '.join(sorted(FIELDS))}) or, without an inner transport, an "
+                f"httpx.HTTPTransport argument ({', '.join(sorted(TRANSPORT_KEYWORDS))})"
+            )
+    if transport is not None and transport_kwargs:
+        raise TypeError(
+            f"{', '.join(sorted(transport_kwargs))}: transport keywords configure the inner "
+            "transport the retry transport builds; configure the transport you pass instead"
+        )
+    return policy_fields, transport_kwargs
+
+
+def _check_contact(contact: str | None) -> str | None:
+    if contact is None:
+        return None
+    try:
+        email_validator.validate_email(contact, check_deliverability=False)
+    except email_validator.EmailNotValidError as exc:
+        raise ValueError(f"contact is not a valid e-mail address: {exc}") from None
+    return contact
+
+
+def _controller(
+    *,
+    transport: object,
+    policy: RetryPolicy | None,
+    policy_fields: dict[str, Any],
+    budget: BudgetArg,
+    cooldown: bool,
+    hooks: Iterable[RetryHook] | RetryHook | None,
+    rng: random.Random | None,
+    clock: Callable[[], float],
+    wallclock: Callable[[], float] | None,
+    contact: str | None,
+    auto_idempotency_key: bool,
+) -> Controller:
+    if isinstance(transport, (RetryTransport, AsyncRetryTransport)):
+        raise ValueError(
+            "transport: a retry transport cannot wrap another one; retry at one layer only "
+            "(retries at several layers multiply the load on a failing service)"
+        )
+    if policy is not None and not isinstance(policy, RetryPolicy):
+        raise ValueError(f"policy must be a RetryPolicy, got {policy!r}")
+    base = policy if policy is not None else RetryPolicy()
+    if policy_fields:
+        base = base.replace(**policy_fields)
+    if budget is DEFAULT_BUDGET:
+        budget = RetryBudget()
+    elif budget is not None and not isinstance(budget, RetryBudget):
+        raise ValueError(f"budget must be a RetryBudget or None, got {budget!r}")
+    if rng is not None and not isinstance(rng, random.Random):
+        raise ValueError(f"rng must be a random.Random, got {rng!r}")
+    if not isinstance(cooldown, bool):
+        raise ValueError(f"cooldown must be True or False, got {cooldown!r}")
+    return Controller(
+        base,
+        budget=budget,
+        cooldown=cooldown,
+        hooks=_hooks(hooks),
+        rng=rng if rng is not None else random.Random(),
+        clock=clock,
+        wallclock=wallclock if wallclock is not None else time.time,
+        contact=_check_contact(contact),
+        auto_idempotency_key=bool(auto_idempotency_key),
+    )
+
+
+class _Common:
+    _controller: Controller
+
+    @property
+    def policy(self) -> RetryPolicy:
+        """The transport's default policy (per-request overrides apply on top of it)."""
+        return self._controller.policy
+
+    @property
+    def budget(self) -> RetryBudget | None:
+        """The retry budget this transport spends, or ``None``."""
+        return self._controller.budget
+
+    @property
+    def stats(self) -> RetryStats:
+        """A snapshot of this transport's counters."""
+        return self._controller.stats()
+
+
+class RetryTransport(_Common, httpx.BaseTransport):
+    """An httpx transport that retries transient failures of the transport it wraps.
+
+    Args:
+        transport: the transport to wrap. Default: a new ``httpx.HTTPTransport`` built with
+            the httpx transport keywords given here (``verify``, ``cert``, ``http1``,
+            ``http2``, ``limits``, ``trust_env``, ``proxy``, ``uds``, ``local_address``,
+            ``retries``, ``socket_options``).
+        policy: the :class:`RetryPolicy`; keywords naming its fields override it.
+        budget: the :class:`RetryBudget` to spend; default: a budget of its own; ``None``:
+            no budget. Share one budget between transports to bound them together.
+        cooldown: when an origin answers 429 or 503 with ``Retry-After``, hold other
+            requests to it until then. Default True.
+        hooks: callables given a :class:`RetryEvent` for each retry and each give-up.
+        contact: an e-mail address sent as the ``From`` header, so an API owner can reach
+            whoever runs the client.
+        auto_idempotency_key: give each request whose method is outside ``retry_methods``
+            a fresh ``Idempotency-Key``, so that it may be retried. Only safe with servers
+            that deduplicate by key. Default False.
+        rng: a ``random.Random`` for the jitter (seed it for reproducible waits).
+        sleep: the function that waits, given seconds. Default ``time.sleep``.
+        clock: a monotonic clock in seconds, for deadlines and cooldowns. Default
+            ``time.monotonic``.
+        wallclock: the POSIX time in seconds, for ``Retry-After`` dates. Default
+            ``time.time``.
+        **kwargs: :class:`RetryPolicy` fields, and httpx transport keywords when
+            ``transport`` is not given. Anything else raises ``TypeError``.
+
+    Raises:
+        ValueError: an invalid policy value (the message names the field), or ``transport``
+            is itself a retry transport.
+    """
+
+    def __init__(
+        self,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        budget: BudgetArg = DEFAULT_BUDGET,
+        cooldown: bool = True,
+        hooks: Iterable[RetryHook] | RetryHook | None = None,
+        contact: str | None = None,
+        auto_idempotency_key: bool = False,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], object] | None = None,
+        clock: Callable[[], float] | None = None,
+        wallclock: Callable[[], float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
+        self._controller = _controller(
+            transport=transport,
+            policy=policy,
+            policy_fields=policy_fields,
+            budget=budget,
+            cooldown=cooldown,
+            hooks=hooks,
+            rng=rng,
+            clock=clock or time.monotonic,
+            wallclock=wallclock,
+            contact=contact,
+            auto_idempotency_key=auto_idempotency_key,
+        )
+        if transport is None:
+            transport = httpx.HTTPTransport(**transport_kwargs)
+        self._transport = transport
+        self._sleep = sleep if sleep is not None else time.sleep
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        call = self._controller.begin(request)
+        wait = call.start()
+        transport = self._transport
+        while True:
+            if wait is not None:
+                self._sleep(wait)
+            try:
+                response = transport.handle_request(call.attempt_request())
+            except Exception as exc:
+                wait = call.on_error(exc)
+                if wait is None:
+                    raise
+                continue
+            wait = call.on_response(response)
+            if wait is None:
+                return response
+            response.close()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> RetryTransport:
+        self._transport.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        self._transport.__exit__(exc_type, exc_value, traceback)
+
+    def __repr__(self) -> str:
+        return f"RetryTransport({self._transport!r}, policy={self.policy!r})"
+
+
+class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
+    """The async twin of :class:`RetryTransport`, for ``httpx.AsyncClient``.
+
+    Runs on asyncio and trio alike: it waits with ``anyio.sleep`` unless given another
+    ``sleep`` (an async function of seconds), and its default clock is
+    ``anyio.current_time`` (the event loop's clock, virtual under trio's ``MockClock``).
+    Without ``transport`` it builds an ``httpx.AsyncHTTPTransport``. Every other argument
+    is as for :class:`RetryTransport`.
+    """
+
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        policy: RetryPolicy | None = None,
+        budget: BudgetArg = DEFAULT_BUDGET,
+        cooldown: bool = True,
+        hooks: Iterable[RetryHook] | RetryHook | None = None,
+        contact: str | None = None,
+        auto_idempotency_key: bool = False,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
+        clock: Callable[[], float] | None = None,
+        wallclock: Callable[[], float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
+        self._controller = _controller(
+            transport=transport,
+            policy=policy,
+            policy_fields=policy_fields,
+            budget=budget,
+            cooldown=cooldown,
+            hooks=hooks,
+            rng=rng,
+            clock=clock or anyio.current_time,
+            wallclock=wallclock,
+            contact=contact,
+            auto_idempotency_key=auto_idempotency_key,
+        )
+        if transport is None:
+            transport = httpx.AsyncHTTPTransport(**transport_kwargs)
+        self._transport = transport
+        self._sleep = sleep if sleep is not None else anyio.sleep
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        call = self._controller.begin(request)
+        wait = call.start()
+        transport = self._transport
+        while True:
+            if wait is not None:
+                await self._sleep(wait)
+            try:
+                response = await transport.handle_async_request(call.attempt_request())
+            except Exception as exc:
+                wait = call.on_error(exc)
+                if wait is None:
+                    raise
+                continue
+            wait = call.on_response(response)
+            if wait is None:
+                return response
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> AsyncRetryTransport:
+        await self._transport.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self._transport.__aexit__(exc_type, exc_value, traceback)
+
+    def __repr__(self) -> str:
+        return f"AsyncRetryTransport({self._transport!r}, policy={self.policy!r})"
