@@ -74,17 +74,22 @@ def _build(year: int, month: str, day: str, hh: str, mm: str, ss: str) -> dateti
         return None
 
 
-def _two_digit_year(yy: int, now: datetime) -> int:
-    """Apply RFC 9110's 50-year rule to an RFC 850 two-digit year."""
+def _rfc850(yy: int, month: str, day: str, hh: str, mm: str, ss: str,
+            now: datetime) -> datetime | None:
+    """Build an RFC 850 date, applying RFC 9110's 50-year rule to its two-digit year.
+
+    The date is put in the current century; if it then appears to be more than 50 years in
+    the future, it means the most recent past year with the same last two digits.
+    """
     year = now.year - now.year % 100 + yy
     try:
         limit = now.replace(year=now.year + 50)
     except ValueError:  # 29 February, or past year 9949
         limit = now + timedelta(days=365 * 50 + 12)
-    candidate = _build(year, "jan", "1", "00", "00", "00")
+    candidate = _build(year, month, day, hh, mm, ss)
     if candidate is not None and candidate > limit:
-        year -= 100
-    return year
+        return _build(year - 100, month, day, hh, mm, ss)
+    return candidate
 
 
 def parse_http_date(value: str, *, now: float | None = None) -> datetime | None:
@@ -103,7 +108,7 @@ def parse_http_date(value: str, *, now: float | None = None) -> datetime | None:
         reference = _utc(time.time() if now is None else now)
         if reference is None:
             return None
-        return _build(_two_digit_year(int(yy), reference), month, day, hh, mm, ss)
+        return _rfc850(int(yy), month, day, hh, mm, ss, reference)
     if match := _ASCTIME_DATE.fullmatch(text):
         month, day, hh, mm, ss, year = match.groups()
         return _build(int(year), month, day, hh, mm, ss)

@@ -1,0 +1,177 @@
+"""RetryPolicy: defaults, validation, overrides, and the backoff arithmetic."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from typing import Any
+
+import pytest
+
+import retry_transport as rt
+from retry_transport._policy import compute_backoff
+
+
+def test_defaults() -> None:
+    """The defaults are the documented ones."""
+    policy = rt.RetryPolicy()
+    assert policy.max_attempts == 3
+    assert policy.retry_statuses == {408, 429, 502, 503, 504}
+    assert policy.retry_methods == {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"}
+    assert policy.idempotency_header == "Idempotency-Key"
+    assert (policy.base_delay, policy.max_delay) == (0.1, 20.0)
+    assert policy.jitter == "full"
+    assert policy.respect_retry_after is True
+    assert policy.max_retry_after == 60.0
+    assert policy.deadline is None
+
+
+def test_frozen() -> None:
+    """A policy cannot be changed in place; replace() makes a new one."""
+    policy = rt.RetryPolicy()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.max_attempts = 5  # type: ignore[misc]
+    changed = policy.replace(max_attempts=5)
+    assert (policy.max_attempts, changed.max_attempts) == (3, 5)
+
+
+def test_collections_are_normalised() -> None:
+    """Lists become frozensets and methods are upper-cased."""
+    policy = rt.RetryPolicy(retry_statuses=[503, 503, 429], retry_methods=["get", "Put"])
+    assert policy.retry_statuses == frozenset({429, 503})
+    assert policy.retry_methods == frozenset({"GET", "PUT"})
+    assert hash(policy) == hash(rt.RetryPolicy(retry_statuses={429, 503},
+                                               retry_methods={"GET", "PUT"}))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_attempts", 0),
+        ("max_attempts", -1),
+        ("max_attempts", 2.5),
+        ("max_attempts", True),
+        ("max_attempts", "3"),
+        ("retry_statuses", [99]),
+        ("retry_statuses", [600]),
+        ("retry_statuses", ["503"]),
+        ("retry_statuses", 503),
+        ("retry_statuses", "503"),
+        ("retry_methods", ["GET POST"]),
+        ("retry_methods", [""]),
+        ("retry_methods", "GET"),
+        ("retry_methods", [1]),
+        ("idempotency_header", "Bad Header"),
+        ("idempotency_header", ""),
+        ("base_delay", -0.1),
+        ("base_delay", float("nan")),
+        ("base_delay", float("inf")),
+        ("base_delay", "1"),
+        ("max_delay", -1),
+        ("max_retry_after", float("inf")),
+        ("max_retry_after", None),
+        ("jitter", "random"),
+        ("jitter", None),
+        ("respect_retry_after", "yes"),
+        ("deadline", 0),
+        ("deadline", -1),
+        ("deadline", float("nan")),
+    ],
+)
+def test_invalid_values_raise_value_error_naming_the_field(field: str, value: Any) -> None:
+    """Bad configuration fails at once, and says which field is wrong."""
+    with pytest.raises(ValueError, match=field):
+        rt.RetryPolicy(**{field: value})
+
+
+def test_replace_rejects_unknown_fields() -> None:
+    """A typo in a field name is an error, not a silent no-op."""
+    with pytest.raises(ValueError, match="max_attempt"):
+        rt.RetryPolicy().replace(max_attempt=5)
+
+
+def test_empty_collections_mean_empty() -> None:
+    """An empty status set retries no status (it does not restore the defaults)."""
+    assert rt.RetryPolicy(retry_statuses=[]).retry_statuses == frozenset()
+
+
+class Extremes(random.Random):
+    """A random source that always returns the top (or bottom) of the range."""
+
+    def __init__(self, top: bool) -> None:
+        super().__init__(0)
+        self.top = top
+        self.calls: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.calls.append((a, b))
+        return b if self.top else a
+
+
+@pytest.mark.parametrize("retries", [0, 1, 2, 3, 10])
+def test_full_jitter(retries: int) -> None:
+    """Full jitter: uniform(0, min(max_delay, base_delay * 2**n))."""
+    policy = rt.RetryPolicy(base_delay=0.1, max_delay=0.8, jitter="full")
+    rng = Extremes(top=True)
+    assert compute_backoff(policy, retries, 0.1, rng) == pytest.approx(min(0.8, 0.1 * 2**retries))
+    assert rng.calls[-1][0] == 0.0
+
+
+@pytest.mark.parametrize("retries", [0, 1, 2, 3, 10])
+def test_equal_jitter(retries: int) -> None:
+    """Equal jitter: half the exponential step fixed, half random."""
+    policy = rt.RetryPolicy(base_delay=0.1, max_delay=0.8, jitter="equal")
+    ceiling = min(0.8, 0.1 * 2**retries)
+    assert compute_backoff(policy, retries, 0.1, Extremes(top=False)) == pytest.approx(ceiling / 2)
+    assert compute_backoff(policy, retries, 0.1, Extremes(top=True)) == pytest.approx(ceiling)
+
+
+def test_decorrelated_jitter() -> None:
+    """Decorrelated: min(max_delay, uniform(base_delay, 3 * previous))."""
+    policy = rt.RetryPolicy(base_delay=0.1, max_delay=1.0, jitter="decorrelated")
+    rng = Extremes(top=True)
+    previous = policy.base_delay
+    seen = []
+    for n in range(5):
+        previous = compute_backoff(policy, n, previous, rng)
+        seen.append(previous)
+    assert seen == pytest.approx([0.3, 0.9, 1.0, 1.0, 1.0])
+    assert rng.calls[0] == pytest.approx((0.1, 0.3))
+    assert compute_backoff(policy, 0, 0.1, Extremes(top=False)) == pytest.approx(0.1)
+
+
+def test_no_jitter() -> None:
+    """No jitter: the plain capped exponential, and no random number is drawn."""
+    policy = rt.RetryPolicy(base_delay=0.1, max_delay=0.8, jitter="none")
+    rng = Extremes(top=True)
+    assert [compute_backoff(policy, n, 0.1, rng) for n in range(6)] == pytest.approx(
+        [0.1, 0.2, 0.4, 0.8, 0.8, 0.8]
+    )
+    assert rng.calls == []
+
+
+@pytest.mark.parametrize("jitter", ["full", "equal", "decorrelated", "none"])
+@pytest.mark.parametrize("retries", [1023, 1024, 1100, 10**6, 10**18])
+def test_backoff_never_overflows(jitter: Any, retries: int) -> None:
+    """Any retry count gives a finite wait within the cap."""
+    policy = rt.RetryPolicy(base_delay=0.5, max_delay=20.0, jitter=jitter)
+    wait = compute_backoff(policy, retries, 20.0, random.Random(3))
+    assert math.isfinite(wait)
+    assert 0.0 <= wait <= 20.0
+
+
+def test_zero_base_delay_means_immediate() -> None:
+    """base_delay=0 retries at once, whatever the jitter."""
+    for jitter in ("full", "equal", "decorrelated", "none"):
+        policy = rt.RetryPolicy(base_delay=0.0, jitter=jitter)  # type: ignore[arg-type]
+        assert compute_backoff(policy, 5, 0.0, random.Random(1)) == 0.0
+
+
+def test_full_jitter_spreads_waits() -> None:
+    """Full jitter with a real random source covers the whole range, not one point."""
+    policy = rt.RetryPolicy(base_delay=1.0, max_delay=8.0)
+    rng = random.Random(42)
+    waits = [compute_backoff(policy, 3, 1.0, rng) for _ in range(2000)]
+    assert min(waits) < 0.5 and max(waits) > 7.5
+    assert 3.6 < sum(waits) / len(waits) < 4.4
