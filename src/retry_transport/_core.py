@@ -49,6 +49,8 @@ from ._retry_after import parse_retry_after
 __all__ = ["Controller", "RetryCall", "RetryHook", "redact_url", "retry_info"]
 
 logger: Final = logging.getLogger("retry_transport")
+# A library leaves output to the application: without logging configured, say nothing.
+logger.addHandler(logging.NullHandler())
 
 RetryHook = Callable[[RetryEvent], object]
 
@@ -383,8 +385,8 @@ class RetryCall:
         policy = self.policy
         if status not in policy.retry_statuses:
             reason = StopReason.SUCCESS if status < 400 else StopReason.NOT_RETRYABLE
-            if not self._history:
-                # The common case, kept short: one attempt, nothing to retry.
+            if not self._history and not self._total_wait:
+                # The common case, kept short: one attempt, no wait, nothing to retry.
                 info = self._controller.single_info(status, reason)
                 _attach(response, info)
                 budget = self._controller.budget

@@ -1,0 +1,239 @@
+"""The per-client retry budget: AWS SDK standard-mode arithmetic, shared and concurrent."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import retry_transport as rt
+from tests.harness import Harness
+from tests.test_transport import script
+
+
+def always(status: int) -> httpx.MockTransport:
+    return httpx.MockTransport(lambda request: httpx.Response(status))
+
+
+def test_defaults() -> None:
+    """The AWS SDK standard-mode numbers."""
+    budget = rt.RetryBudget()
+    assert (budget.capacity, budget.retry_cost, budget.timeout_retry_cost,
+            budget.success_refund) == (500, 5, 10, 1)
+    assert budget.tokens == 500
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("capacity", 0), ("capacity", -5), ("retry_cost", -1), ("timeout_retry_cost", float("nan")),
+     ("success_refund", "1"), ("capacity", True)],
+)
+def test_invalid_budget_raises_naming_the_field(field: str, value: Any) -> None:
+    """Bad numbers fail at construction."""
+    with pytest.raises(ValueError, match=field):
+        rt.RetryBudget(**{field: value})
+
+
+def test_transport_owns_a_default_budget(harness: Harness) -> None:
+    """Each transport gets a fresh full budget unless told otherwise."""
+    handler, _ = script(503, 200)
+    first, second = harness.transport(handler), harness.transport(handler)
+    assert first.budget is not None and second.budget is not None
+    assert first.budget is not second.budget
+    harness.send(first)
+    assert first.budget.tokens == 500  # took 5, got 5 back on success
+    assert second.budget.tokens == 500
+
+
+def test_exhaustion_stops_retries_at_once(harness: Harness) -> None:
+    """With fewer tokens than a retry costs, the failure is handed over without a retry."""
+    handler, seen = script(503)
+    budget = rt.RetryBudget(capacity=12, retry_cost=5)
+    transport = harness.transport(handler, budget=budget, max_attempts=10)
+    response = harness.send(transport)
+    assert response.status_code == 503
+    assert len(seen) == 3  # two retries paid for, the third is refused
+    assert budget.tokens == 2
+    info = rt.retry_info(response)
+    assert info is not None
+    assert info.stop_reason is rt.StopReason.BUDGET_EXHAUSTED
+    assert info.retries == 2
+    harness.send(transport)
+    assert len(seen) == 4  # now each request is sent once
+    assert transport.stats.gave_up == {rt.StopReason.BUDGET_EXHAUSTED: 2}
+
+
+def test_exhausted_budget_raises_the_last_error(harness: Harness) -> None:
+    """An error is re-raised unchanged when the budget refuses its retry."""
+    error = httpx.ConnectError("refused")
+    handler, seen = script(error)
+    transport = harness.transport(handler, budget=rt.RetryBudget(capacity=4))
+    with pytest.raises(httpx.ConnectError) as caught:
+        harness.send(transport)
+    assert caught.value is error
+    assert len(seen) == 1
+    info = rt.retry_info(caught.value)
+    assert info is not None and info.stop_reason is rt.StopReason.BUDGET_EXHAUSTED
+
+
+def test_timeouts_cost_more(harness: Harness) -> None:
+    """A retry after a timeout takes timeout_retry_cost; after anything else, retry_cost."""
+    budget = rt.RetryBudget(capacity=100)
+    handler, _ = script(httpx.ReadTimeout("slow"), httpx.ConnectError("refused"), 503, 500)
+    harness.send(harness.transport(handler, budget=budget, max_attempts=4))
+    assert budget.tokens == 100 - 10 - 5 - 5
+
+
+def test_success_refunds_the_last_retry_cost(harness: Harness) -> None:
+    """Success after retries puts back what the last retry took."""
+    budget = rt.RetryBudget(capacity=100)
+    handler, _ = script(503, httpx.ReadTimeout("slow"), 200)
+    harness.send(harness.transport(handler, budget=budget))
+    assert budget.tokens == 100 - 5 - 10 + 10
+
+
+def test_success_without_retry_refunds_one_up_to_capacity(harness: Harness) -> None:
+    """A first-attempt success puts back success_refund, never above capacity."""
+    budget = rt.RetryBudget(capacity=20, retry_cost=5, success_refund=2)
+    transport = harness.transport(script(503, 503, 404)[0], budget=budget)
+    harness.send(transport)  # two retries, ends in 404: no refund
+    assert budget.tokens == 10
+    ok = harness.transport(script(200)[0], budget=budget)
+    for expected in (12, 14, 16, 18, 20, 20):
+        harness.send(ok)
+        assert budget.tokens == expected
+
+
+def test_failures_refund_nothing(harness: Harness) -> None:
+    """A request that ends unsuccessfully puts nothing back."""
+    budget = rt.RetryBudget(capacity=100)
+    harness.send(harness.transport(script(503, 404)[0], budget=budget))
+    assert budget.tokens == 95
+
+
+def test_budget_is_checked_last(harness: Harness) -> None:
+    """No tokens are spent on a retry that another rule stops."""
+    budget = rt.RetryBudget(capacity=100)
+    transport = harness.transport(script(503)[0], budget=budget, max_attempts=2)
+    harness.send(transport, "POST")  # unsafe_method: no token
+    harness.send(transport, extensions={"retry": False})  # disabled: no token
+    assert budget.tokens == 100
+    harness.send(transport)  # one retry, then max_attempts: one retry's cost only
+    assert budget.tokens == 95
+    ra = httpx.Response(503, headers={"Retry-After": "3600"})
+    harness.send(harness.transport(script(ra)[0], budget=budget))  # too long: no token
+    assert budget.tokens == 95
+
+
+def test_budget_none_never_limits(harness: Harness) -> None:
+    """budget=None: only max_attempts bounds retries."""
+    handler, seen = script(503)
+    transport = harness.transport(handler, budget=None, max_attempts=3)
+    for _ in range(200):
+        harness.send(transport)
+    assert len(seen) == 600
+    assert transport.budget is None
+    assert transport.stats.budget_tokens is None
+
+
+def test_total_outage_allows_100_retries_then_sends_each_request_once(harness: Harness) -> None:
+    """From a full bucket, an outage gets 100 retries (50 after timeouts), then 1.0x load."""
+    handler, seen = script(503)
+    transport = harness.transport(handler)
+    for _ in range(1000):
+        harness.send(transport)
+    assert transport.stats.retries == 100
+    assert len(seen) == 1100
+    timeouts, seen_t = script(httpx.ReadTimeout("slow"))
+    ttransport = harness.transport(timeouts)
+    for _ in range(100):
+        with pytest.raises(httpx.ReadTimeout):
+            harness.send(ttransport)
+    assert ttransport.stats.retries == 50
+
+
+def test_shared_budget_across_mounts(harness: Harness) -> None:
+    """One budget given to several transports bounds them together."""
+    budget = rt.RetryBudget(capacity=10, retry_cost=5)
+    a = harness.transport(script(503)[0], budget=budget)
+    b = harness.transport(script(503)[0], budget=budget)
+    harness.send(a)  # spends 10
+    harness.send(b)  # nothing left
+    assert a.stats.retries == 2 and b.stats.retries == 0
+    assert b.stats.gave_up == {rt.StopReason.BUDGET_EXHAUSTED: 1}
+
+
+def test_threaded_stress_is_exact() -> None:
+    """16 threads x 500 requests on one sync client: exactly the retries the budget allows."""
+    attempts = 0
+    lock = threading.Lock()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal attempts
+        with lock:
+            attempts += 1
+        return httpx.Response(503)
+
+    budget = rt.RetryBudget()
+    transport = rt.RetryTransport(httpx.MockTransport(handler), budget=budget,
+                                  sleep=lambda s: None)
+    errors: list[BaseException] = []
+    with httpx.Client(transport=transport) as client:
+        def worker() -> None:
+            try:
+                for _ in range(500):
+                    assert client.get("https://api.example.com/").status_code == 503
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    stats = transport.stats
+    assert stats.requests == 8000
+    assert stats.retries == 100
+    assert attempts == 8100
+    assert budget.tokens == 0
+    assert sum(stats.gave_up.values()) == 8000
+
+
+def test_budget_shared_by_sync_and_async_transports_under_load() -> None:
+    """Threads on a sync transport and tasks on an async one drain one budget exactly."""
+    budget = rt.RetryBudget(capacity=1000, retry_cost=1, success_refund=1)
+    sync_t = rt.RetryTransport(always(503), budget=budget, sleep=lambda s: None)
+
+    async def nosleep(seconds: float) -> None:
+        await anyio.sleep(0)
+
+    async_t = rt.AsyncRetryTransport(always(503), budget=budget, sleep=nosleep)
+
+    def threads() -> None:
+        with httpx.Client(transport=sync_t) as client:
+            for _ in range(300):
+                client.get("https://a.example.com/")
+
+    async def tasks() -> None:
+        async with httpx.AsyncClient(transport=async_t) as client:
+            async def one() -> None:
+                for _ in range(3):
+                    await client.get("https://b.example.com/")
+
+            async with anyio.create_task_group() as group:
+                for _ in range(100):
+                    group.start_soon(one)
+
+    workers = [threading.Thread(target=threads) for _ in range(4)]
+    for w in workers:
+        w.start()
+    anyio.run(tasks, backend="trio")
+    for w in workers:
+        w.join()
+    total = sync_t.stats.retries + async_t.stats.retries
+    assert total == 1000
+    assert budget.tokens == 0

@@ -1,0 +1,175 @@
+"""The shared Retry-After cooldown: an origin that asked for quiet gets it from every request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from trio.testing import MockClock
+
+import retry_transport as rt
+from tests.harness import Harness
+
+A = "https://a.example.com/items"
+B = "https://b.example.com/items"
+
+
+def router(log: list[tuple[str, float]], harness: Harness, first: httpx.Response) -> Any:
+    """The first request to a.example.com gets ``first``; everything else gets 200."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        log.append((str(request.url.host), harness.clock.now))
+        if len(log) == 1:
+            return first
+        return httpx.Response(200)
+
+    return handler
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_other_requests_wait_out_the_cooldown(harness: Harness, status: int) -> None:
+    """After a 429/503 with Retry-After, the next request to that origin waits first."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(status, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    assert harness.send(transport, url=A).status_code == status  # not retried, cooldown set
+    response = harness.send(transport, url=A)
+    assert response.status_code == 200
+    assert harness.waits == [5.0]
+    assert log == [("a.example.com", 1000.0), ("a.example.com", 1005.0)]
+    info = rt.retry_info(response)
+    assert info is not None and info.total_wait == 5.0 and info.attempts == 1
+
+
+def test_other_origins_are_unaffected(harness: Harness) -> None:
+    """The cooldown is per origin: scheme, host and port."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    harness.send(transport, url=B)
+    harness.send(transport, url="http://a.example.com/items")  # another scheme
+    harness.send(transport, url="https://a.example.com:8443/items")  # another port
+    assert harness.waits == []
+    harness.send(transport, url="https://a.example.com:443/other")  # same origin
+    assert harness.waits == [5.0]
+
+
+def test_cooldown_expires(harness: Harness) -> None:
+    """Once the time has passed, requests go straight through."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    harness.clock.now += 6
+    harness.send(transport, url=A)
+    assert harness.waits == []
+
+
+def test_cooldown_can_be_turned_off(harness: Harness) -> None:
+    """cooldown=False: each request only honours its own Retry-After."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1, cooldown=False)
+    harness.send(transport, url=A)
+    harness.send(transport, url=A)
+    assert harness.waits == []
+
+
+@pytest.mark.parametrize("status", [502, 504, 408])
+def test_only_429_and_503_start_a_cooldown(harness: Harness, status: int) -> None:
+    """Retry-After on other statuses still sets that request's wait, not the origin's."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(status, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    harness.send(transport, url=A)
+    assert harness.waits == []
+
+
+def test_request_that_cannot_wait_fails_fast(harness: Harness) -> None:
+    """A cooldown longer than the request's max_retry_after raises CooldownError, unsent."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "30"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    with pytest.raises(rt.CooldownError) as caught:
+        harness.send(transport, url=A, extensions={"retry": {"max_retry_after": 10}})
+    error = caught.value
+    assert isinstance(error, httpx.TransportError)
+    assert error.origin == "https://a.example.com:443"
+    assert error.remaining == 30.0
+    assert "https://a.example.com:443" in str(error) and "30.000 s" in str(error)
+    assert len(log) == 1
+    info = rt.retry_info(error)
+    assert info is not None and info.attempts == 0
+    assert info.stop_reason is rt.StopReason.RETRY_AFTER_TOO_LONG
+    assert transport.stats.gave_up == {rt.StopReason.MAX_ATTEMPTS: 1,
+                                       rt.StopReason.RETRY_AFTER_TOO_LONG: 1}
+
+
+def test_cooldown_past_the_deadline_fails_fast(harness: Harness) -> None:
+    """A request whose deadline ends before the cooldown does not wait in vain."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(429, headers={"Retry-After": "30"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    with pytest.raises(rt.CooldownError, match="deadline") as caught:
+        harness.send(transport, url=A, extensions={"retry": {"deadline": 10}})
+    assert rt.retry_info(caught.value).stop_reason is rt.StopReason.DEADLINE  # type: ignore[union-attr]
+    assert harness.waits == []
+
+
+def test_too_long_retry_after_starts_no_cooldown(harness: Harness) -> None:
+    """A Retry-After beyond max_retry_after is refused, not imposed on other requests."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "7200"})
+    transport = harness.transport(router(log, harness, first))
+    assert harness.send(transport, url=A).status_code == 503
+    assert harness.send(transport, url=A).status_code == 200
+    assert harness.waits == []
+
+
+def test_concurrent_requests_share_the_cooldown_on_trio_virtual_time() -> None:
+    """Tasks in flight when a 429 arrives hold their first attempts until the origin is ready."""
+    starts: list[tuple[str, float]] = []
+    throttled = False
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal throttled
+        starts.append((request.url.path, anyio.current_time()))
+        await anyio.sleep(0.1)
+        if not throttled:
+            throttled = True
+            return httpx.Response(429, headers={"Retry-After": "2"})
+        return httpx.Response(200)
+
+    async def main() -> list[rt.RetryInfo]:
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), jitter="none",
+                                           base_delay=0.0)
+        infos: list[rt.RetryInfo] = []
+        async with httpx.AsyncClient(transport=transport) as client:
+            async def one(path: str, delay: float) -> None:
+                await anyio.sleep(delay)
+                response = await client.get(f"https://a.example.com{path}")
+                info = rt.retry_info(response)
+                assert info is not None and response.status_code == 200
+                infos.append(info)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(one, "/first", 0.0)
+                for i in range(5):
+                    group.start_soon(one, f"/later{i}", 0.5 + 0.1 * i)
+        return infos
+
+    clock = MockClock(autojump_threshold=0)
+    infos = anyio.run(main, backend="trio", backend_options={"clock": clock})
+    # The 429 arrives at t=0.1 asking for 2 s: nobody may start before t=2.1.
+    first_start = {path: t for path, t in reversed(starts)}
+    assert starts[0] == ("/first", 0.0)
+    for path, t in starts[1:]:
+        assert t == pytest.approx(2.1), (path, t)
+    assert sorted(first_start) == ["/first"] + [f"/later{i}" for i in range(5)]
+    assert len(infos) == 6

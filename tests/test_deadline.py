@@ -1,0 +1,127 @@
+"""Deadlines: the whole operation, waits included, within ``deadline`` seconds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+import retry_transport as rt
+from tests.harness import Harness
+
+
+def timed(harness: Harness, outcomes: list[Any], spend: float) -> tuple[Any, list[dict[str, Any]]]:
+    """A handler where each attempt takes ``spend`` virtual seconds; records attempt timeouts."""
+    timeouts: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        timeouts.append(dict(request.extensions["timeout"]))
+        harness.clock.now += spend
+        outcome = outcomes[min(len(timeouts), len(outcomes)) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome if isinstance(outcome, httpx.Response) else httpx.Response(outcome)
+
+    return handler, timeouts
+
+
+def test_attempt_timeouts_are_clipped_to_the_time_left(harness: Harness) -> None:
+    """Each attempt's connect/read/write/pool timeouts end by the deadline."""
+    handler, timeouts = timed(harness, [503, 503, 200], spend=0.5)
+    transport = harness.transport(handler, deadline=3.0, jitter="none", base_delay=0.25)
+    response = harness.send(transport, timeout=httpx.Timeout(10.0, connect=1.0))
+    assert response.status_code == 200
+    # attempt 1 at t=0; attempt 2 at 0.5 + 0.25; attempt 3 at 0.75 + 0.5 + 0.5
+    assert timeouts[0] == {"connect": 1.0, "read": 3.0, "write": 3.0, "pool": 3.0}
+    assert timeouts[1] == pytest.approx({"connect": 1.0, "read": 2.25, "write": 2.25,
+                                         "pool": 2.25})
+    assert timeouts[2] == pytest.approx({"connect": 1.0, "read": 1.25, "write": 1.25,
+                                         "pool": 1.25})
+
+
+def test_no_timeout_becomes_the_time_left(harness: Harness) -> None:
+    """An attempt with timeouts off still gets the deadline as its timeout."""
+    handler, timeouts = timed(harness, [200], spend=0.0)
+    harness.send(harness.transport(handler, deadline=2.0), timeout=None)
+    assert timeouts == [{"connect": 2.0, "read": 2.0, "write": 2.0, "pool": 2.0}]
+
+
+def test_without_deadline_the_request_goes_through_untouched(harness: Harness) -> None:
+    """No deadline: the client's timeouts reach the inner transport as they are."""
+    handler, timeouts = timed(harness, [200], spend=0.0)
+    harness.send(harness.transport(handler), timeout=7.0)
+    assert timeouts == [{"connect": 7.0, "read": 7.0, "write": 7.0, "pool": 7.0}]
+
+
+def test_wait_past_the_deadline_stops_at_once(harness: Harness) -> None:
+    """A backoff that would end past the deadline is not slept: the last response returns."""
+    handler, timeouts = timed(harness, [503], spend=0.4)
+    transport = harness.transport(handler, deadline=2.0, jitter="none", base_delay=0.5,
+                                  max_attempts=10)
+    response = harness.send(transport)
+    assert response.status_code == 503
+    # t=0.4 wait 0.5, t=1.3 wait 1.0 -> 2.3 > 2.0: stop after two attempts.
+    assert len(timeouts) == 2
+    assert harness.waits == [0.5]
+    info = rt.retry_info(response)
+    assert info is not None and info.stop_reason is rt.StopReason.DEADLINE
+    assert harness.clock.now - 1000.0 <= 2.0
+
+
+def test_retry_after_past_the_deadline_stops_at_once(harness: Harness) -> None:
+    """Retry-After longer than the time left: no wait, the 503 is returned."""
+    handler, timeouts = timed(harness, [httpx.Response(503, headers={"Retry-After": "5"})],
+                              spend=0.1)
+    response = harness.send(harness.transport(handler, deadline=2.0))
+    assert len(timeouts) == 1
+    assert harness.waits == []
+    assert rt.retry_info(response).stop_reason is rt.StopReason.DEADLINE  # type: ignore[union-attr]
+
+
+def test_max_retry_after_wins_over_deadline(harness: Harness) -> None:
+    """Both stop the wait; the longer-than-allowed Retry-After is named first."""
+    handler, _ = timed(harness, [httpx.Response(503, headers={"Retry-After": "100"})], 0.1)
+    response = harness.send(harness.transport(handler, deadline=2.0))
+    assert rt.retry_info(response).stop_reason is rt.StopReason.RETRY_AFTER_TOO_LONG  # type: ignore[union-attr]
+
+
+def test_deadline_stop_reraises_the_last_error(harness: Harness) -> None:
+    """A timed-out attempt whose retry cannot fit raises the timeout itself."""
+    error = httpx.ReadTimeout("slow")
+    handler, timeouts = timed(harness, [error], spend=1.9)
+    with pytest.raises(httpx.ReadTimeout) as caught:
+        harness.send(harness.transport(handler, deadline=2.0, jitter="none"))
+    assert caught.value is error
+    assert rt.retry_info(caught.value).stop_reason is rt.StopReason.DEADLINE  # type: ignore[union-attr]
+
+
+def test_per_request_deadline(harness: Harness) -> None:
+    """extensions={"retry": {"deadline": ...}} sets a deadline for one request."""
+    handler, timeouts = timed(harness, [200], spend=0.0)
+    transport = harness.transport(handler)
+    harness.send(transport, extensions={"retry": {"deadline": 1.5}}, timeout=5.0)
+    harness.send(transport, timeout=5.0)
+    assert timeouts[0]["read"] == 1.5
+    assert timeouts[1]["read"] == 5.0
+
+
+def test_max_attempts_still_applies_within_the_deadline(harness: Harness) -> None:
+    """A generous deadline does not add attempts."""
+    handler, timeouts = timed(harness, [503], spend=0.0)
+    response = harness.send(harness.transport(handler, deadline=100.0))
+    assert len(timeouts) == 3
+    assert rt.retry_info(response).stop_reason is rt.StopReason.MAX_ATTEMPTS  # type: ignore[union-attr]
+
+
+def test_never_sleeps_past_the_deadline_whatever_the_schedule(harness: Harness) -> None:
+    """Across many jittered schedules the total time never passes the deadline."""
+    import random
+
+    for seed in range(30):
+        h = Harness(harness.mode)
+        handler, _ = timed(h, [503], spend=0.05)
+        transport = h.transport(handler, deadline=1.0, max_attempts=50, base_delay=0.1,
+                                rng=random.Random(seed))
+        h.send(transport)
+        assert h.clock.now - 1000.0 <= 1.0 + 0.05

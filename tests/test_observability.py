@@ -1,0 +1,141 @@
+"""Stats snapshots and hooks: what a dashboard sees."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import httpx
+import pytest
+
+import retry_transport as rt
+from tests.harness import Harness
+from tests.test_transport import script
+
+
+def test_stats_count_requests_retries_and_give_ups(harness: Harness) -> None:
+    """First attempts, retries and give-ups are counted separately."""
+    outcomes: list[int] = [200, 503, 200, 503, 503, 503, 404, 503, 503, 404]
+    handler, _ = script(*outcomes)
+    transport = harness.transport(handler, budget=rt.RetryBudget(capacity=100))
+    for _ in range(4):
+        harness.send(transport)
+    harness.send(transport, "POST")  # a 503 it refuses to retry
+    stats = transport.stats
+    # 200 | 503 200 | 503 503 503 (max) | 404 (not retried, not a give-up) | POST: 503 unsafe
+    assert stats.requests == 5
+    assert stats.retries == 3
+    assert stats.gave_up == {rt.StopReason.MAX_ATTEMPTS: 1, rt.StopReason.UNSAFE_METHOD: 1}
+    assert stats.retry_rate == pytest.approx(3 / 5)
+    # full bucket: the first success's refund is capped; the recovery refunds its retry
+    assert stats.budget_tokens == 100 - 5 + 5 - 5 - 5
+
+
+def test_not_retryable_after_retries_is_a_give_up(harness: Harness) -> None:
+    """A request that ends in a permanent failure after a retry counts as given up."""
+    handler, _ = script(503, 404)
+    transport = harness.transport(handler)
+    harness.send(transport)
+    assert transport.stats.gave_up == {rt.StopReason.NOT_RETRYABLE: 1}
+
+
+def test_stats_snapshot_is_frozen(harness: Harness) -> None:
+    """A snapshot does not change when the transport goes on working."""
+    transport = harness.transport(script(503, 200)[0])
+    before = transport.stats
+    harness.send(transport)
+    assert (before.requests, before.retries, before.retry_rate) == (0, 0, 0.0)
+    assert transport.stats.retries == 1
+    with pytest.raises(AttributeError):
+        before.requests = 3  # type: ignore[misc]
+
+
+def test_hooks_receive_retries_and_give_ups(harness: Harness) -> None:
+    """One event per retry scheduled and per give-up, with redacted URLs."""
+    events: list[rt.RetryEvent] = []
+    handler, _ = script(503, httpx.ReadTimeout("slow"), 502)
+    transport = harness.transport(handler, hooks=[events.append], jitter="none")
+    harness.send(transport, url="https://u:pw@api.example.com/v1/x?token=abc")
+    assert [e.kind for e in events] == ["retry", "retry", "give_up"]
+    first, second, last = events
+    assert (first.method, first.url) == ("GET", "https://api.example.com/v1/x")
+    assert (first.attempt, first.wait, first.status, first.error) == (1, 0.1, 503, None)
+    assert (second.attempt, second.wait, second.status, second.error) == (2, 0.2, None,
+                                                                          "ReadTimeout")
+    assert first.stop_reason is None
+    assert (last.attempt, last.status, last.stop_reason) == (3, 502, rt.StopReason.MAX_ATTEMPTS)
+
+
+def test_success_tells_hooks_nothing(harness: Harness) -> None:
+    """Hooks hear about retries and give-ups, not about ordinary successes."""
+    events: list[rt.RetryEvent] = []
+    transport = harness.transport(script(200)[0], hooks=events.append)
+    harness.send(transport)
+    transport2 = harness.transport(script(404)[0], hooks=events.append)
+    harness.send(transport2)
+    assert events == []
+
+
+def test_a_raising_hook_is_logged_and_harmless(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broken hook cannot break the request, and later hooks still run."""
+    seen: list[str] = []
+
+    def broken(event: rt.RetryEvent) -> None:
+        raise RuntimeError("metrics backend down")
+
+    transport = harness.transport(script(503, 200)[0],
+                                  hooks=[broken, lambda e: seen.append(e.kind)])
+    with caplog.at_level(logging.WARNING, logger="retry_transport"):
+        response = harness.send(transport)
+    assert response.status_code == 200
+    assert seen == ["retry"]
+    assert "metrics backend down" in caplog.text
+    assert "Retry hook" in caplog.text
+
+
+def test_hooks_must_be_callable() -> None:
+    """A non-callable hook is a configuration error."""
+    with pytest.raises(ValueError, match="hooks"):
+        rt.RetryTransport(hooks=["not callable"])  # type: ignore[list-item]
+
+
+def test_events_are_frozen() -> None:
+    """Hooks cannot alter what other hooks see."""
+    event = rt.RetryEvent("retry", "GET", "https://x/", 1, 0.5, 503, None, None)
+    with pytest.raises(AttributeError):
+        event.wait = 0  # type: ignore[misc]
+
+
+def test_async_counters_exact_with_200_tasks() -> None:
+    """200 concurrent tasks on one async client: every count adds up."""
+    calls = 0
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(0)
+        return httpx.Response(503 if calls % 3 else 200)
+
+    async def nosleep(seconds: float) -> None:
+        await anyio.sleep(0)
+
+    async def main() -> rt.RetryStats:
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), sleep=nosleep,
+                                           budget=None)
+        async with httpx.AsyncClient(transport=transport) as client:
+            async def one() -> None:
+                for _ in range(5):
+                    await client.get("https://api.example.com/")
+
+            async with anyio.create_task_group() as group:
+                for _ in range(200):
+                    group.start_soon(one)
+        return transport.stats
+
+    for backend in ("asyncio", "trio"):
+        calls = 0
+        stats = anyio.run(main, backend=backend)
+        assert stats.requests == 1000
+        assert stats.requests + stats.retries == calls
