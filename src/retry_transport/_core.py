@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import httpx
 
+from . import testing as _testing
 from ._budget import RetryBudget
 from ._errors import CooldownError
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
@@ -168,6 +169,9 @@ class Controller:
             enabled = False
         elif override is not None and override is not True:
             policy = policy.with_override(override)
+        testing = _testing.active
+        if testing is not None:
+            policy = testing.policy(policy)
         if self.contact is not None and "from" not in request.headers:
             request.headers["From"] = self.contact
         if (
@@ -179,9 +183,10 @@ class Controller:
             request.headers[policy.idempotency_header] = f'"{uuid.uuid4()}"'
         with self._lock:
             self._requests += 1
-        return RetryCall(self, request, policy, enabled)
+        return RetryCall(self, request, policy, enabled, testing)
 
     def single_info(self, status: int, reason: StopReason) -> RetryInfo:
+        """The metadata of a first-attempt outcome that is not retried (shared, immutable)."""
         info = self._single.get(status)
         if info is None:
             info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
@@ -304,30 +309,42 @@ class RetryCall:
     """The decisions for one request, from its first attempt to its final outcome."""
 
     __slots__ = (
+        "_body",
         "_budget_cost",
         "_controller",
         "_deadline_at",
         "_history",
         "_previous",
         "_replayable",
+        "_testing",
         "_total_wait",
         "enabled",
         "policy",
+        "reads_body",
         "request",
     )
 
     def __init__(
-        self, controller: Controller, request: httpx.Request, policy: RetryPolicy, enabled: bool
+        self,
+        controller: Controller,
+        request: httpx.Request,
+        policy: RetryPolicy,
+        enabled: bool,
+        testing: _testing.TestingLog | None = None,
     ) -> None:
         self._controller = controller
         self.request = request
         self.policy = policy
         self.enabled = enabled
+        #: Whether the driver should ask :meth:`body_limit` (``retry_body_errors``).
+        self.reads_body = policy.retry_body_errors
         self._history: list[Attempt] = []
         self._total_wait = 0.0
         self._previous = policy.base_delay
         self._budget_cost: float | None = None
         self._deadline_at: float | None = None
+        self._testing = testing
+        self._body: bool | None = None
         # Decided from the request as it is before the first attempt consumes its body.
         self._replayable = _replayable(request.stream)
 
@@ -369,7 +386,7 @@ class RetryCall:
             controller.note_finish(self, info, failed_retryable=True)
             raise error
         self._total_wait += wait
-        return wait
+        return self._to_sleep(wait)
 
     def attempt_request(self) -> httpx.Request:
         """The request to send now: with a deadline, its timeouts end within the time left."""
@@ -379,13 +396,35 @@ class RetryCall:
 
     # -- after an attempt --------------------------------------------------------------
 
+    def body_limit(self, response: httpx.Response) -> int | None:
+        """With ``retry_body_errors``: the most bytes of this response's body to read inside
+        the retry loop before handing it over; ``None``: leave the body to the caller.
+
+        Only a response that will be handed over is read (a retryable status is closed
+        unread). When the declared length is over the limit, the answer is 0 and the body is
+        handed over as a stream.
+        """
+        policy = self.policy
+        if not policy.retry_body_errors or response.status_code in policy.retry_statuses:
+            return None
+        limit = policy.max_body_buffer
+        length = response.headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > limit:
+            self._body = False
+            return 0
+        return limit
+
+    def body_read(self, complete: bool) -> None:
+        """The driver read the body: whole (True), or only up to the limit (False)."""
+        self._body = complete
+
     def on_response(self, response: httpx.Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
         policy = self.policy
         if status not in policy.retry_statuses:
             reason = StopReason.SUCCESS if status < 400 else StopReason.NOT_RETRYABLE
-            if not self._history and not self._total_wait:
+            if not self._history and not self._total_wait and self._body is None:
                 # The common case, kept short: one attempt, no wait, nothing to retry.
                 info = self._controller.single_info(status, reason)
                 _attach(response, info)
@@ -467,7 +506,8 @@ class RetryCall:
         elif retry_after is not None and retry_after > policy.max_retry_after:
             reason = StopReason.RETRY_AFTER_TOO_LONG
         else:
-            backoff = compute_backoff(policy, attempt - 1, self._previous, controller.rng)
+            rng = controller.rng if self._testing is None else self._testing.rng
+            backoff = compute_backoff(policy, attempt - 1, self._previous, rng)
             wait = backoff + (retry_after or 0.0)
             if self._deadline_at is not None and controller.clock() + wait >= self._deadline_at:
                 reason = StopReason.DEADLINE
@@ -483,7 +523,14 @@ class RetryCall:
         self._total_wait += wait
         self._history.append(Attempt(status, error, retry_after, wait))
         controller.note_retry(self, attempt, wait, status, error)
-        return wait
+        return self._to_sleep(wait)
+
+    def _to_sleep(self, wait: float) -> float:
+        """What the driver sleeps: the wait, or nothing under testing mode (which logs it)."""
+        if self._testing is None:
+            return wait
+        self._testing.record(wait)
+        return 0.0
 
     def _finish(
         self,
@@ -497,7 +544,9 @@ class RetryCall:
     ) -> None:
         self._history.append(Attempt(status, error, retry_after, 0.0))
         history = tuple(self._history)
-        info = RetryInfo(len(history), len(history) - 1, history, self._total_wait, reason)
+        info = RetryInfo(
+            len(history), len(history) - 1, history, self._total_wait, reason, self._body
+        )
         controller = self._controller
         budget = controller.budget
         if budget is not None and reason is StopReason.SUCCESS:

@@ -70,6 +70,10 @@ class RetryInfo:
         history: one :class:`Attempt` per attempt, oldest first.
         total_wait: seconds slept between attempts (cooldown wait included).
         stop_reason: why no further attempt was made.
+        body_buffered: with ``retry_body_errors``, True when the final response's body was
+            read inside the retry loop, False when it was larger than ``max_body_buffer`` and
+            handed over as a stream (errors reading it are then not retried); ``None`` when
+            the body was left to the caller.
     """
 
     attempts: int
@@ -77,6 +81,7 @@ class RetryInfo:
     history: tuple[Attempt, ...]
     total_wait: float
     stop_reason: StopReason
+    body_buffered: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,12 @@ class RetryPolicy:
             once and returns the response. Default 60.0.
         deadline: seconds for the whole operation, waits and retries included; ``None``
             (default) for no deadline.
+        retry_body_errors: read the response body inside the retry loop, so that an error
+            while reading it (a connection dropped mid-body) is retried like any transient
+            failure. Default False: responses stream as usual.
+        max_body_buffer: with ``retry_body_errors``, the most bytes read inside the loop; a
+            larger body is handed over as a stream, unretried
+            (``RetryInfo.body_buffered`` is False). Default 10 MiB.
     """
 
     max_attempts: int = 3
@@ -79,6 +85,8 @@ class RetryPolicy:
     respect_retry_after: bool = True
     max_retry_after: float = 60.0
     deadline: float | None = None
+    retry_body_errors: bool = False
+    max_body_buffer: int = 10 * 1024 * 1024
     # Derived once, at construction: the header name in lower case (or None).
     _idempotency_key: str | None = field(init=False, repr=False, compare=False, default=None)
 
@@ -97,13 +105,16 @@ class RetryPolicy:
             setattr_(self, name, _number(name, getattr(self, name)))
         if self.jitter not in _JITTERS:
             raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {self.jitter!r}")
-        for name in ("respect_retry_after",):
+        for name in ("respect_retry_after", "retry_body_errors"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         deadline = _number("deadline", self.deadline, allow_none=True)
         if deadline is not None and deadline <= 0:
             raise ValueError(f"deadline must be > 0 seconds or None, got {self.deadline!r}")
         setattr_(self, "deadline", deadline)
+        buffer = self.max_body_buffer
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
+            raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """Return a copy with some fields changed; an unknown field raises ``ValueError``."""

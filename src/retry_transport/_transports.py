@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Final, Literal
 
@@ -133,6 +133,83 @@ def _controller(
     )
 
 
+class _SyncTail(httpx.SyncByteStream):
+    """A body read past the buffer limit: the chunks already read, then the rest."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], stream: httpx.SyncByteStream):
+        self._head, self._rest, self._stream = head, rest, stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        head, self._head = self._head, []
+        yield from head
+        yield from self._rest
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _AsyncTail(httpx.AsyncByteStream):
+    """The async twin of :class:`_SyncTail`."""
+
+    def __init__(
+        self, head: list[bytes], rest: AsyncIterator[bytes], stream: httpx.AsyncByteStream
+    ):
+        self._head, self._rest, self._stream = head, rest, stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        head, self._head = self._head, []
+        for chunk in head:
+            yield chunk
+        async for chunk in self._rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _buffer(response: httpx.Response, limit: int) -> bool:
+    """Read the raw body into memory, up to ``limit`` bytes; True if it was all read.
+
+    A longer body stays a stream: what was read is put back in front of the rest.
+    """
+    stream = response.stream
+    assert isinstance(stream, httpx.SyncByteStream)
+    head: list[bytes] = []
+    size = 0
+    if limit > 0:
+        chunks = iter(stream)
+        for chunk in chunks:
+            head.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                response.stream = _SyncTail(head, chunks, stream)
+                return False
+        stream.close()
+        response.stream = httpx.ByteStream(b"".join(head))
+        return True
+    return False
+
+
+async def _abuffer(response: httpx.Response, limit: int) -> bool:
+    """The async twin of :func:`_buffer`."""
+    stream = response.stream
+    assert isinstance(stream, httpx.AsyncByteStream)
+    head: list[bytes] = []
+    size = 0
+    if limit > 0:
+        chunks = aiter(stream)
+        async for chunk in chunks:
+            head.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                response.stream = _AsyncTail(head, chunks, stream)
+                return False
+        await stream.aclose()
+        response.stream = httpx.ByteStream(b"".join(head))
+        return True
+    return False
+
+
 class _Common:
     _controller: Controller
 
@@ -234,6 +311,17 @@ class RetryTransport(_Common, httpx.BaseTransport):
                 if wait is None:
                     raise
                 continue
+            if call.reads_body:
+                limit = call.body_limit(response)
+                if limit is not None:
+                    try:
+                        call.body_read(_buffer(response, limit))
+                    except Exception as exc:
+                        response.close()
+                        wait = call.on_error(exc)
+                        if wait is None:
+                            raise
+                        continue
             wait = call.on_response(response)
             if wait is None:
                 return response
@@ -317,6 +405,17 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
                 if wait is None:
                     raise
                 continue
+            if call.reads_body:
+                limit = call.body_limit(response)
+                if limit is not None:
+                    try:
+                        call.body_read(await _abuffer(response, limit))
+                    except Exception as exc:
+                        await response.aclose()
+                        wait = call.on_error(exc)
+                        if wait is None:
+                            raise
+                        continue
             wait = call.on_response(response)
             if wait is None:
                 return response

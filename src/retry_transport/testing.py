@@ -1,0 +1,100 @@
+"""Helpers for testing code that uses the retry transports, without waiting.
+
+Inside :func:`retry_testing`, every ``RetryTransport`` and ``AsyncRetryTransport`` in the
+process records its waits instead of sleeping them, draws its jitter from a seeded random
+source, and can be made to try fewer (or exactly N) times::
+
+    from retry_transport.testing import retry_testing
+
+    def test_client_survives_a_blip(httpx_mock):
+        httpx_mock.add_response(status_code=503)
+        httpx_mock.add_response(json={"ok": True})
+        with retry_testing(attempts=2) as log:
+            assert my_api_call() == {"ok": True}
+        assert len(log.waits) == 1
+
+With pytest, the ``retry_testing`` fixture (installed with the package) does the same for a
+whole test. Deadlines and metadata see the planned waits; only the sleeping is skipped.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ._policy import RetryPolicy
+
+__all__ = ["TestingLog", "retry_testing"]
+
+
+@dataclass
+class TestingLog:
+    """What the transports did while testing mode was on.
+
+    Attributes:
+        waits: every wait, in seconds, that would have been slept (cooldown waits
+            included), in order.
+        attempts: the attempt limit in force (``None``: each policy's own).
+        cap: whether ``attempts`` caps each policy's limit instead of replacing it.
+        rng: the seeded random source all jitter is drawn from.
+    """
+
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+
+    attempts: int | None
+    cap: bool
+    rng: random.Random
+    waits: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def policy(self, policy: RetryPolicy) -> RetryPolicy:
+        """The policy a transport uses under testing mode."""
+        if self.attempts is None:
+            return policy
+        attempts = min(policy.max_attempts, self.attempts) if self.cap else self.attempts
+        if attempts == policy.max_attempts:
+            return policy
+        return policy.replace(max_attempts=attempts)
+
+    def record(self, seconds: float) -> None:
+        with self._lock:
+            self.waits.append(seconds)
+
+
+_lock = threading.Lock()
+#: The log of the innermost active ``retry_testing`` block, read by the transports.
+active: TestingLog | None = None
+
+
+@contextmanager
+def retry_testing(
+    attempts: int | None = None, *, cap: bool = False, seed: int = 0
+) -> Iterator[TestingLog]:
+    """Turn testing mode on for every retry transport until the block ends.
+
+    Args:
+        attempts: make every request try exactly this many times in all (``max_attempts``);
+            ``None`` (default) keeps each policy's own limit.
+        cap: with ``attempts``, only lower a policy's limit, never raise it. Default False.
+        seed: the seed of the random source jitter is drawn from. Default 0.
+
+    Yields:
+        The :class:`TestingLog` that collects the waits. Blocks nest; the previous mode comes
+        back when a block ends.
+    """
+    global active
+    if attempts is not None and (
+        isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
+    ):
+        raise ValueError(f"attempts must be an integer >= 1 or None, got {attempts!r}")
+    log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed))
+    with _lock:
+        previous, active = active, log
+    try:
+        yield log
+    finally:
+        with _lock:
+            active = previous
