@@ -1,0 +1,127 @@
+"""retry_transport.testing: run code that retries without waiting, with seeded jitter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import retry_transport as rt
+from retry_transport.testing import TestingLog, retry_testing
+
+
+def slept() -> tuple[list[float], Any, Any]:
+    waits: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    return waits, waits.append, asleep
+
+
+def flaky(*statuses: int) -> httpx.MockTransport:
+    count = [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        count[0] += 1
+        return httpx.Response(statuses[min(count[0], len(statuses)) - 1])
+
+    return httpx.MockTransport(handler)
+
+
+def test_waits_are_logged_not_slept() -> None:
+    """Inside retry_testing the transport's own sleep only ever gets 0."""
+    real_waits, sleep, _ = slept()
+    transport = rt.RetryTransport(flaky(503, 503, 200), sleep=sleep, base_delay=5.0)
+    with retry_testing() as log, httpx.Client(transport=transport) as client:
+        response = client.get("https://api.example.com/")
+    assert response.status_code == 200
+    assert real_waits == [0.0, 0.0]
+    assert len(log.waits) == 2
+    assert 0.0 <= log.waits[0] <= 5.0 and 0.0 <= log.waits[1] <= 10.0
+    info = rt.retry_info(response)
+    assert info is not None and [a.wait for a in info.history[:-1]] == log.waits
+
+
+def test_jitter_is_seeded() -> None:
+    """The same seed gives the same waits, whatever rng the transport was built with."""
+    def run(seed: int) -> list[float]:
+        transport = rt.RetryTransport(flaky(503), max_attempts=5, sleep=lambda s: None)
+        with retry_testing(seed=seed) as log, httpx.Client(transport=transport) as client:
+            client.get("https://api.example.com/")
+        return log.waits
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+def test_attempts_set_and_capped() -> None:
+    """attempts= replaces every policy's limit; with cap=True it only lowers it."""
+    def attempts(**kwargs: Any) -> int:
+        transport = rt.RetryTransport(flaky(503), max_attempts=4, sleep=lambda s: None,
+                                      budget=None)
+        with retry_testing(**kwargs), httpx.Client(transport=transport) as client:
+            info = rt.retry_info(client.get("https://api.example.com/"))
+        assert info is not None
+        return info.attempts
+
+    assert attempts() == 4
+    assert attempts(attempts=1) == 1
+    assert attempts(attempts=6) == 6
+    assert attempts(attempts=6, cap=True) == 4
+    assert attempts(attempts=2, cap=True) == 2
+
+
+def test_blocks_nest_and_restore() -> None:
+    """Leaving a block brings back the mode that was on before it."""
+    from retry_transport import testing
+
+    assert testing.active is None
+    with retry_testing(attempts=2) as outer:
+        with retry_testing(attempts=1) as inner:
+            assert testing.active is inner
+        assert testing.active is outer
+    assert testing.active is None
+
+
+def test_invalid_attempts() -> None:
+    """attempts must be a positive integer."""
+    with pytest.raises(ValueError, match="attempts"), retry_testing(attempts=0):
+        pass
+
+
+@pytest.mark.anyio
+async def test_async_transports_do_not_wait(anyio_backend: str) -> None:
+    """The async driver gets zero-second sleeps too, on asyncio and trio."""
+    real_waits, _, asleep = slept()
+    transport = rt.AsyncRetryTransport(flaky(502, 200), sleep=asleep, base_delay=30.0)
+    with retry_testing() as log:
+        async with httpx.AsyncClient(transport=transport) as client:
+            with anyio.fail_after(5):
+                response = await client.get("https://api.example.com/")
+    assert response.status_code == 200
+    assert real_waits == [0.0]
+    assert len(log.waits) == 1
+
+
+def test_the_pytest_fixture(retry_testing: TestingLog) -> None:
+    """The plugin's fixture (pytest11 entry point) turns testing mode on for the test."""
+    from retry_transport import testing
+
+    assert testing.active is retry_testing
+    transport = rt.RetryTransport(flaky(503, 200), base_delay=3600.0, max_delay=3600.0)
+    with httpx.Client(transport=transport) as client:  # the real time.sleep: must not run
+        assert client.get("https://api.example.com/").status_code == 200
+    assert len(retry_testing.waits) == 1
+
+
+def test_works_with_pytest_httpx(httpx_mock: Any) -> None:
+    """Testing mode and pytest-httpx together: the default inner transport, no waiting."""
+    httpx_mock.add_response(status_code=429, headers={"Retry-After": "120"})
+    httpx_mock.add_response(json={"ok": True})
+    transport = rt.RetryTransport(max_retry_after=300)
+    with retry_testing() as log, httpx.Client(transport=transport) as client:
+        assert client.get("https://api.example.com/").json() == {"ok": True}
+    assert len(log.waits) == 1 and log.waits[0] >= 120.0
