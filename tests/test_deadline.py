@@ -125,3 +125,35 @@ def test_never_sleeps_past_the_deadline_whatever_the_schedule(harness: Harness) 
                                 rng=random.Random(seed))
         h.send(transport)
         assert h.clock.now - 1000.0 <= 1.0 + 0.05
+
+
+def test_caller_request_gets_its_own_timeouts_back(harness: Harness) -> None:
+    """Attempts carry clipped timeouts; the caller's request ends with its own again."""
+    handler, timeouts = timed(harness, [503, 200], spend=0.5)
+    response = harness.send(harness.transport(handler, deadline=3.0), timeout=9.0)
+    assert timeouts[0]["read"] == 3.0
+    assert response.request.extensions["timeout"] == {
+        "connect": 9.0, "read": 9.0, "write": 9.0, "pool": 9.0
+    }
+
+
+def test_streaming_body_after_connect_error_with_a_deadline(harness: Harness) -> None:
+    """Attempts reuse the caller's request object, so a body the inner transport has read
+    (as MockTransport and pytest-httpx do) is still there for the retry."""
+    seen: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.read())
+        if len(seen) == 1:
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200)
+
+    def body() -> Any:
+        yield b"one-"
+        yield b"shot"
+
+    if harness.mode == "sync":
+        transport = harness.transport(handler, deadline=10.0)
+        response = harness.send(transport, "PUT", content=body())
+        assert response.status_code == 200
+        assert seen == [b"one-shot", b"one-shot"]

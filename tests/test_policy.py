@@ -175,3 +175,11 @@ def test_full_jitter_spreads_waits() -> None:
     waits = [compute_backoff(policy, 3, 1.0, rng) for _ in range(2000)]
     assert min(waits) < 0.5 and max(waits) > 7.5
     assert 3.6 < sum(waits) / len(waits) < 4.4
+
+
+@pytest.mark.parametrize("field", ["base_delay", "max_delay", "max_retry_after", "deadline"])
+def test_times_are_bounded(field: str) -> None:
+    """No field may name more than 1e9 seconds (what sleep functions accept, and then some)."""
+    rt.RetryPolicy(**{field: 1e9})
+    with pytest.raises(ValueError, match=field):
+        rt.RetryPolicy(**{field: 1e10})

@@ -64,6 +64,11 @@ NEVER_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.Pool
 #: Statuses whose ``Retry-After`` starts a cooldown for the whole origin.
 COOLDOWN_STATUSES: Final = frozenset({429, 503})
 
+#: A discarded response whose declared body is at most this many bytes is read to the end
+#: before it is closed, so its keep-alive connection goes back to the pool instead of being
+#: torn down (a retry storm should not add connection handshakes to the load).
+DRAIN_MAX_BYTES: Final = 64 * 1024
+
 _INFO_ATTRIBUTE: Final = "_retry_transport_info"
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
@@ -91,6 +96,12 @@ def _origin(url: httpx.URL) -> str:
     return f"{url.scheme}://{url.host}:{port}"
 
 
+def should_drain(response: httpx.Response) -> bool:
+    """Whether to read a discarded response's body before closing it (see DRAIN_MAX_BYTES)."""
+    length = response.headers.get("content-length")
+    return length is not None and length.isdigit() and int(length) <= DRAIN_MAX_BYTES
+
+
 def _replayable(stream: object) -> bool:
     """Whether a request body can be sent again, judged before the first attempt."""
     if isinstance(stream, httpx.ByteStream):  # bytes, str, form, JSON, or a read() body
@@ -109,18 +120,14 @@ def _replayable(stream: object) -> bool:
     return False
 
 
-def _clip_timeouts(request: httpx.Request, remaining: float) -> httpx.Request:
-    """A shallow copy of ``request`` whose httpx timeouts end within ``remaining`` seconds."""
+def _clipped_timeouts(current: object, remaining: float) -> dict[str, float]:
+    """httpx timeouts (connect, read, write, pool) that all end within ``remaining`` seconds."""
     remaining = max(remaining, 0.001)
-    current = request.extensions.get("timeout")
     timeouts: dict[str, float] = {}
     for key in ("connect", "read", "write", "pool"):
         value = current.get(key) if isinstance(current, Mapping) else None
         timeouts[key] = remaining if value is None else min(value, remaining)
-    copy = httpx.Request.__new__(httpx.Request)
-    copy.__dict__.update(request.__dict__)
-    copy.extensions = {**request.extensions, "timeout": timeouts}
-    return copy
+    return timeouts
 
 
 class Controller:
@@ -313,8 +320,10 @@ class RetryCall:
         "_budget_cost",
         "_controller",
         "_deadline_at",
+        "_extensions",
         "_history",
         "_previous",
+        "_quiet",
         "_replayable",
         "_testing",
         "_total_wait",
@@ -345,6 +354,11 @@ class RetryCall:
         self._deadline_at: float | None = None
         self._testing = testing
         self._body: bool | None = None
+        # The request's own extensions, while attempts carry clipped timeouts (deadline).
+        self._extensions: dict[str, Any] | None = None
+        # Nothing has happened yet that the metadata must tell (a wait, a retry, a body
+        # read, a deadline): the first-attempt outcome can take the quick path.
+        self._quiet = True
         # Decided from the request as it is before the first attempt consumes its body.
         self._replayable = _replayable(request.stream)
 
@@ -362,6 +376,8 @@ class RetryCall:
         now = controller.clock()
         if deadline is not None:
             self._deadline_at = now + deadline
+            self._extensions = self.request.extensions
+            self._quiet = False
         if not controller.cooldowns:
             return None
         origin = _origin(self.request.url)
@@ -386,13 +402,20 @@ class RetryCall:
             controller.note_finish(self, info, failed_retryable=True)
             raise error
         self._total_wait += wait
+        self._quiet = False
         return self._to_sleep(wait)
 
     def attempt_request(self) -> httpx.Request:
         """The request to send now: with a deadline, its timeouts end within the time left."""
-        if self._deadline_at is None:
-            return self.request
-        return _clip_timeouts(self.request, self._deadline_at - self._controller.clock())
+        request = self.request
+        if self._deadline_at is None or self._extensions is None:
+            return request
+        # The same request object every time (whatever the inner transport caches on it,
+        # such as a body it read, stays with it); the caller's extensions come back at the end.
+        remaining = self._deadline_at - self._controller.clock()
+        timeouts = _clipped_timeouts(self._extensions.get("timeout"), remaining)
+        request.extensions = {**self._extensions, "timeout": timeouts}
+        return request
 
     # -- after an attempt --------------------------------------------------------------
 
@@ -411,12 +434,14 @@ class RetryCall:
         length = response.headers.get("content-length")
         if length is not None and length.strip().isdigit() and int(length) > limit:
             self._body = False
+            self._quiet = False
             return 0
         return limit
 
     def body_read(self, complete: bool) -> None:
         """The driver read the body: whole (True), or only up to the limit (False)."""
         self._body = complete
+        self._quiet = False
 
     def on_response(self, response: httpx.Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
@@ -424,7 +449,7 @@ class RetryCall:
         policy = self.policy
         if status not in policy.retry_statuses:
             reason = StopReason.SUCCESS if status < 400 else StopReason.NOT_RETRYABLE
-            if not self._history and not self._total_wait and self._body is None:
+            if self._quiet:
                 # The common case, kept short: one attempt, no wait, nothing to retry.
                 info = self._controller.single_info(status, reason)
                 _attach(response, info)
@@ -521,6 +546,7 @@ class RetryCall:
         self._previous = backoff
         self._budget_cost = cost
         self._total_wait += wait
+        self._quiet = False
         self._history.append(Attempt(status, error, retry_after, wait))
         controller.note_retry(self, attempt, wait, status, error)
         return self._to_sleep(wait)
@@ -544,6 +570,8 @@ class RetryCall:
     ) -> None:
         self._history.append(Attempt(status, error, retry_after, 0.0))
         history = tuple(self._history)
+        if self._extensions is not None:
+            self.request.extensions = self._extensions
         info = RetryInfo(
             len(history), len(history) - 1, history, self._total_wait, reason, self._body
         )

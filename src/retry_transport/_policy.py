@@ -31,13 +31,18 @@ DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PU
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
+#: The longest time any field may name, in seconds (about 31 years): far beyond any sane
+#: wait, and well within what ``time.sleep`` and the event loops accept.
+MAX_SECONDS: Final = 1e9
+
+
 def _number(name: str, value: object, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+        raise ValueError(f"{name} must be a number of seconds in 0..{MAX_SECONDS:g}, got {value!r}")
     return float(value)
 
 

@@ -84,8 +84,11 @@ def _rfc850(yy: int, month: str, day: str, hh: str, mm: str, ss: str,
     year = now.year - now.year % 100 + yy
     try:
         limit = now.replace(year=now.year + 50)
-    except ValueError:  # 29 February, or past year 9949
-        limit = now + timedelta(days=365 * 50 + 12)
+    except ValueError:  # 29 February, or a clock past year 9949
+        try:
+            limit = now + timedelta(days=365 * 50 + 12)
+        except OverflowError:  # nothing is more than 50 years ahead of such a clock
+            limit = datetime.max.replace(tzinfo=timezone.utc)
     candidate = _build(year, month, day, hh, mm, ss)
     if candidate is not None and candidate > limit:
         return _build(year - 100, month, day, hh, mm, ss)

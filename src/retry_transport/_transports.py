@@ -19,7 +19,7 @@ import email_validator
 import httpx
 
 from ._budget import RetryBudget
-from ._core import Controller, RetryHook, _hooks
+from ._core import Controller, RetryHook, _hooks, should_drain
 from ._models import RetryStats
 from ._policy import FIELDS, RetryPolicy
 
@@ -325,7 +325,13 @@ class RetryTransport(_Common, httpx.BaseTransport):
             wait = call.on_response(response)
             if wait is None:
                 return response
-            response.close()
+            try:
+                if should_drain(response):
+                    response.read()  # a small body: keep its connection for reuse
+            except Exception:
+                pass  # a broken body is as good as discarded
+            finally:
+                response.close()
 
     def close(self) -> None:
         self._transport.close()
@@ -419,7 +425,13 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
             wait = call.on_response(response)
             if wait is None:
                 return response
-            await response.aclose()
+            try:
+                if should_drain(response):
+                    await response.aread()  # a small body: keep its connection for reuse
+            except Exception:
+                pass  # a broken body is as good as discarded
+            finally:
+                await response.aclose()
 
     async def aclose(self) -> None:
         await self._transport.aclose()
