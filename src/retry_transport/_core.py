@@ -4,7 +4,7 @@ Nothing here sends, sleeps or reads a clock or a random source of its own: the d
 (``_transports.py``) do the I/O and the sleeping, and the clock, wall clock and random
 generator are injected. A driver runs one :class:`RetryCall` per request:
 
-    call = controller.begin(request)        # may raise ValueError (bad override)
+    call = RetryCall(controller, request)   # may raise ValueError (bad override)
     wait = call.start()                     # cooldown wait; may raise CooldownError
     loop:
         sleep(wait) if wait is not None
@@ -31,6 +31,7 @@ Rules of the decision, in the order they are checked (first match wins):
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import threading
@@ -70,6 +71,17 @@ COOLDOWN_STATUSES: Final = frozenset({429, 503})
 DRAIN_MAX_BYTES: Final = 64 * 1024
 
 _INFO_ATTRIBUTE: Final = "_retry_transport_info"
+
+# Enum attribute look-ups are slow (Python 3.11): the decisions use these module constants.
+SUCCESS: Final = StopReason.SUCCESS
+NOT_RETRYABLE: Final = StopReason.NOT_RETRYABLE
+DISABLED: Final = StopReason.DISABLED
+UNSAFE_METHOD: Final = StopReason.UNSAFE_METHOD
+BODY_NOT_REPLAYABLE: Final = StopReason.BODY_NOT_REPLAYABLE
+MAX_ATTEMPTS: Final = StopReason.MAX_ATTEMPTS
+RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
+DEADLINE: Final = StopReason.DEADLINE
+BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
@@ -98,7 +110,7 @@ def _origin(url: httpx.URL) -> str:
 
 def should_drain(response: httpx.Response) -> bool:
     """Whether to read a discarded response's body before closing it (see DRAIN_MAX_BYTES)."""
-    length = response.headers.get("content-length")
+    length = _header(response, b"content-length")
     return length is not None and length.isdigit() and int(length) <= DRAIN_MAX_BYTES
 
 
@@ -158,46 +170,38 @@ class Controller:
         # origin -> clock time until which it asked for quiet
         self.cooldowns: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._requests = 0
-        self._retries = 0
+        # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
+        # lock; stats() draws from them too (under the lock) and subtracts its own draws.
+        self.requests = itertools.count()
+        self._retries = itertools.count()
+        self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
         # so one object serves every such response.
-        self._single: dict[int, RetryInfo] = {}
+        self.single: dict[int, RetryInfo] = {}
 
     # -- per request -------------------------------------------------------------------
 
-    def begin(self, request: httpx.Request) -> RetryCall:
-        """Start one request. Raises ``ValueError`` for an invalid per-request override."""
-        override = request.extensions.get("retry")
-        policy = self.policy
-        enabled = True
-        if override is False:
-            enabled = False
-        elif override is not None and override is not True:
-            policy = policy.with_override(override)
-        testing = _testing.active
-        if testing is not None:
-            policy = testing.policy(policy)
+    def prepare(self, request: httpx.Request, policy: RetryPolicy) -> None:
+        """Add the headers a polite client sends: ``From`` and an idempotency key."""
         if self.contact is not None and "from" not in request.headers:
             request.headers["From"] = self.contact
+        header = policy.idempotency_header
         if (
             self.auto_idempotency_key
-            and policy.idempotency_header
+            and header
             and request.method not in policy.retry_methods
-            and not request.headers.get(policy.idempotency_header, "").strip()
+            and not request.headers.get(header, "").strip()
         ):
-            request.headers[policy.idempotency_header] = f'"{uuid.uuid4()}"'
-        with self._lock:
-            self._requests += 1
-        return RetryCall(self, request, policy, enabled, testing)
+            request.headers[header] = f'"{uuid.uuid4()}"'
 
-    def single_info(self, status: int, reason: StopReason) -> RetryInfo:
+    def single_info(self, status: int) -> RetryInfo:
         """The metadata of a first-attempt outcome that is not retried (shared, immutable)."""
-        info = self._single.get(status)
+        info = self.single.get(status)
         if info is None:
+            reason = SUCCESS if status < 400 else NOT_RETRYABLE
             info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
-            self._single[status] = info
+            self.single[status] = info
         return info
 
     # -- cooldowns ---------------------------------------------------------------------
@@ -224,8 +228,7 @@ class Controller:
     def note_retry(
         self, call: RetryCall, attempt: int, wait: float, status: int | None, error: str | None
     ) -> None:
-        with self._lock:
-            self._retries += 1
+        next(self._retries)
         if logger.isEnabledFor(logging.INFO):
             logger.info(
                 "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
@@ -252,7 +255,7 @@ class Controller:
 
     def note_finish(self, call: RetryCall, info: RetryInfo, failed_retryable: bool) -> None:
         reason = info.stop_reason
-        gave_up = reason is not StopReason.SUCCESS and (info.retries > 0 or failed_retryable)
+        gave_up = reason is not SUCCESS and (info.retries > 0 or failed_retryable)
         if gave_up:
             with self._lock:
                 self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
@@ -260,16 +263,21 @@ class Controller:
             return  # the quiet path: nothing to log, nothing to tell the hooks
         last = info.history[-1] if info.history else None
         outcome = (last.status or last.error) if last is not None else "no attempt"
-        method, url = call.request.method, redact_url(call.request.url)
-        if reason is StopReason.SUCCESS:
-            logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
+        method = call.request.method
+        if reason is SUCCESS:
+            if logger.isEnabledFor(logging.INFO):
+                url = redact_url(call.request.url)
+                logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
             return
         if info.retries > 0:
             level = logging.ERROR
-        elif reason is StopReason.DISABLED:
+        elif reason is DISABLED:
             level = logging.DEBUG
         else:
             level = logging.WARNING
+        if not self.hooks and not logger.isEnabledFor(level):
+            return
+        url = redact_url(call.request.url)
         logger.log(
             level,
             "Giving up on %s %s after %d attempt(s): %s (%s)",
@@ -302,7 +310,10 @@ class Controller:
 
     def stats(self) -> RetryStats:
         with self._lock:
-            requests, retries, gave_up = self._requests, self._retries, dict(self._gave_up)
+            requests = next(self.requests) - self._draws
+            retries = next(self._retries) - self._draws
+            self._draws += 1
+            gave_up = dict(self._gave_up)
         return RetryStats(
             requests=requests,
             retries=retries,
@@ -312,55 +323,59 @@ class Controller:
         )
 
 
+class _Progress:
+    """What happened to a request beyond a plain first attempt: created when first needed,
+    so a request that succeeds at once never pays for it."""
+
+    __slots__ = ("body", "budget_cost", "deadline_at", "extensions", "history", "previous",
+                 "total_wait")
+
+    def __init__(self, base_delay: float) -> None:
+        self.history: list[Attempt] = []
+        self.total_wait = 0.0
+        self.previous = base_delay  # the last backoff (decorrelated jitter builds on it)
+        self.budget_cost: float | None = None  # what the last retry took from the budget
+        self.deadline_at: float | None = None  # clock time
+        self.body: bool | None = None  # RetryInfo.body_buffered
+        # The caller's extensions, while attempts carry clipped timeouts (deadline).
+        self.extensions: dict[str, Any] | None = None
+
+
 class RetryCall:
     """The decisions for one request, from its first attempt to its final outcome."""
 
-    __slots__ = (
-        "_body",
-        "_budget_cost",
-        "_controller",
-        "_deadline_at",
-        "_extensions",
-        "_history",
-        "_previous",
-        "_quiet",
-        "_replayable",
-        "_testing",
-        "_total_wait",
-        "enabled",
-        "policy",
-        "reads_body",
-        "request",
-    )
+    __slots__ = ("_controller", "_progress", "_stream", "_testing", "enabled", "policy",
+                 "request")
 
-    def __init__(
-        self,
-        controller: Controller,
-        request: httpx.Request,
-        policy: RetryPolicy,
-        enabled: bool,
-        testing: _testing.TestingLog | None = None,
-    ) -> None:
+    def __init__(self, controller: Controller, request: httpx.Request) -> None:
+        """Start one request. Raises ``ValueError`` for an invalid per-request override."""
         self._controller = controller
         self.request = request
+        # The body as it is before the first attempt: whether it can be sent again is
+        # judged from this stream, whatever the inner transport does to the request.
+        self._stream = request.stream
+        self._progress: _Progress | None = None
+        self.enabled = True
+        policy = controller.policy
+        override = request.extensions.get("retry")
+        if override is not None:
+            if override is False:
+                self.enabled = False
+            elif override is not True:
+                policy = policy.with_override(override)
+        testing = self._testing = _testing.active
+        if testing is not None:
+            policy = testing.policy(policy)
         self.policy = policy
-        self.enabled = enabled
-        #: Whether the driver should ask :meth:`body_limit` (``retry_body_errors``).
-        self.reads_body = policy.retry_body_errors
-        self._history: list[Attempt] = []
-        self._total_wait = 0.0
-        self._previous = policy.base_delay
-        self._budget_cost: float | None = None
-        self._deadline_at: float | None = None
-        self._testing = testing
-        self._body: bool | None = None
-        # The request's own extensions, while attempts carry clipped timeouts (deadline).
-        self._extensions: dict[str, Any] | None = None
-        # Nothing has happened yet that the metadata must tell (a wait, a retry, a body
-        # read, a deadline): the first-attempt outcome can take the quick path.
-        self._quiet = True
-        # Decided from the request as it is before the first attempt consumes its body.
-        self._replayable = _replayable(request.stream)
+        if controller.contact is not None or controller.auto_idempotency_key:
+            controller.prepare(request, policy)
+        next(controller.requests)
+
+    def _state(self) -> _Progress:
+        progress = self._progress
+        if progress is None:
+            progress = self._progress = _Progress(self.policy.base_delay)
+        return progress
 
     # -- before the first attempt ------------------------------------------------------
 
@@ -375,9 +390,9 @@ class RetryCall:
             return None
         now = controller.clock()
         if deadline is not None:
-            self._deadline_at = now + deadline
-            self._extensions = self.request.extensions
-            self._quiet = False
+            progress = self._state()
+            progress.deadline_at = now + deadline
+            progress.extensions = self.request.extensions
         if not controller.cooldowns:
             return None
         origin = _origin(self.request.url)
@@ -387,9 +402,9 @@ class RetryCall:
         limit = self.policy.max_retry_after
         reason = None
         if wait > limit:
-            reason, why = StopReason.RETRY_AFTER_TOO_LONG, f"more than max_retry_after={limit:g} s"
-        elif self._deadline_at is not None and now + wait >= self._deadline_at:
-            reason, why = StopReason.DEADLINE, f"past the deadline of {deadline:g} s"
+            reason, why = RETRY_AFTER_TOO_LONG, f"more than max_retry_after={limit:g} s"
+        elif deadline is not None and wait >= deadline:
+            reason, why = DEADLINE, f"past the deadline of {deadline:g} s"
         if reason is not None:
             error = CooldownError(
                 f"{origin} asked for quiet (Retry-After) for {wait:.3f} s more, {why}: not sent",
@@ -401,20 +416,20 @@ class RetryCall:
             setattr(error, _INFO_ATTRIBUTE, info)
             controller.note_finish(self, info, failed_retryable=True)
             raise error
-        self._total_wait += wait
-        self._quiet = False
+        self._state().total_wait += wait
         return self._to_sleep(wait)
 
     def attempt_request(self) -> httpx.Request:
         """The request to send now: with a deadline, its timeouts end within the time left."""
         request = self.request
-        if self._deadline_at is None or self._extensions is None:
+        progress = self._progress
+        if progress is None or progress.extensions is None or progress.deadline_at is None:
             return request
         # The same request object every time (whatever the inner transport caches on it,
         # such as a body it read, stays with it); the caller's extensions come back at the end.
-        remaining = self._deadline_at - self._controller.clock()
-        timeouts = _clipped_timeouts(self._extensions.get("timeout"), remaining)
-        request.extensions = {**self._extensions, "timeout": timeouts}
+        remaining = progress.deadline_at - self._controller.clock()
+        timeouts = _clipped_timeouts(progress.extensions.get("timeout"), remaining)
+        request.extensions = {**progress.extensions, "timeout": timeouts}
         return request
 
     # -- after an attempt --------------------------------------------------------------
@@ -433,40 +448,41 @@ class RetryCall:
         limit = policy.max_body_buffer
         length = response.headers.get("content-length")
         if length is not None and length.strip().isdigit() and int(length) > limit:
-            self._body = False
-            self._quiet = False
+            self._state().body = False
             return 0
         return limit
 
     def body_read(self, complete: bool) -> None:
         """The driver read the body: whole (True), or only up to the limit (False)."""
-        self._body = complete
-        self._quiet = False
+        self._state().body = complete
 
     def on_response(self, response: httpx.Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
         policy = self.policy
         if status not in policy.retry_statuses:
-            reason = StopReason.SUCCESS if status < 400 else StopReason.NOT_RETRYABLE
-            if self._quiet:
-                # The common case, kept short: one attempt, no wait, nothing to retry.
-                info = self._controller.single_info(status, reason)
-                _attach(response, info)
-                budget = self._controller.budget
-                if budget is not None and reason is StopReason.SUCCESS:
+            if self._progress is None:
+                # The common case, kept short: one attempt, nothing waited, nothing to retry.
+                controller = self._controller
+                info = controller.single.get(status) or controller.single_info(status)
+                try:
+                    response.extensions["retry"] = info
+                except TypeError:
+                    _attach(response, info)
+                budget = controller.budget
+                if budget is not None and status < 400:
                     budget.release(budget.success_refund)
                 return None
+            reason = SUCCESS if status < 400 else NOT_RETRYABLE
             self._finish(reason, response, status, None, None, failed_retryable=False)
             return None
         retry_after = None
         if policy.respect_retry_after:
-            value = response.headers.get("retry-after")
+            value = _header(response, b"retry-after")
             if value is not None:
                 controller = self._controller
-                retry_after = parse_retry_after(
-                    value, now=controller.wallclock(), date=response.headers.get("date")
-                )
+                date = None if value.strip().isdigit() else _header(response, b"date")
+                retry_after = parse_retry_after(value, now=controller.wallclock(), date=date)
                 if (
                     retry_after is not None
                     and controller.cooldown
@@ -484,7 +500,7 @@ class RetryCall:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         name = type(exc).__name__
         if not isinstance(exc, RETRYABLE_ERRORS):
-            self._finish(StopReason.NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
+            self._finish(NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
             return None
         return self._retry_or_stop(
             exc,
@@ -516,38 +532,39 @@ class RetryCall:
     ) -> float | None:
         policy = self.policy
         controller = self._controller
-        attempt = len(self._history) + 1
+        progress = self._state()
+        attempt = len(progress.history) + 1
         reason: StopReason | None = None
         wait = backoff = 0.0
         cost: float | None = None
         if not self.enabled:
-            reason = StopReason.DISABLED
+            reason = DISABLED
         elif not never_sent and not self._idempotent():
-            reason = StopReason.UNSAFE_METHOD
-        elif not never_sent and not self._replayable:
-            reason = StopReason.BODY_NOT_REPLAYABLE
+            reason = UNSAFE_METHOD
+        elif not never_sent and not _replayable(self._stream):
+            reason = BODY_NOT_REPLAYABLE
         elif attempt >= policy.max_attempts:
-            reason = StopReason.MAX_ATTEMPTS
+            reason = MAX_ATTEMPTS
         elif retry_after is not None and retry_after > policy.max_retry_after:
-            reason = StopReason.RETRY_AFTER_TOO_LONG
+            reason = RETRY_AFTER_TOO_LONG
         else:
             rng = controller.rng if self._testing is None else self._testing.rng
-            backoff = compute_backoff(policy, attempt - 1, self._previous, rng)
+            backoff = compute_backoff(policy, attempt - 1, progress.previous, rng)
             wait = backoff + (retry_after or 0.0)
-            if self._deadline_at is not None and controller.clock() + wait >= self._deadline_at:
-                reason = StopReason.DEADLINE
+            deadline_at = progress.deadline_at
+            if deadline_at is not None and controller.clock() + wait >= deadline_at:
+                reason = DEADLINE
             elif controller.budget is not None:
                 cost = controller.budget.acquire(timeout=timeout)
                 if cost is None:
-                    reason = StopReason.BUDGET_EXHAUSTED
+                    reason = BUDGET_EXHAUSTED
         if reason is not None:
             self._finish(reason, outcome, status, error, retry_after, failed_retryable=True)
             return None
-        self._previous = backoff
-        self._budget_cost = cost
-        self._total_wait += wait
-        self._quiet = False
-        self._history.append(Attempt(status, error, retry_after, wait))
+        progress.previous = backoff
+        progress.budget_cost = cost
+        progress.total_wait += wait
+        progress.history.append(Attempt(status, error, retry_after, wait))
         controller.note_retry(self, attempt, wait, status, error)
         return self._to_sleep(wait)
 
@@ -568,18 +585,19 @@ class RetryCall:
         *,
         failed_retryable: bool,
     ) -> None:
-        self._history.append(Attempt(status, error, retry_after, 0.0))
-        history = tuple(self._history)
-        if self._extensions is not None:
-            self.request.extensions = self._extensions
+        progress = self._state()
+        progress.history.append(Attempt(status, error, retry_after, 0.0))
+        history = tuple(progress.history)
+        if progress.extensions is not None:
+            self.request.extensions = progress.extensions
         info = RetryInfo(
-            len(history), len(history) - 1, history, self._total_wait, reason, self._body
+            len(history), len(history) - 1, history, progress.total_wait, reason, progress.body
         )
         controller = self._controller
         budget = controller.budget
-        if budget is not None and reason is StopReason.SUCCESS:
-            refund = self._budget_cost if self._budget_cost is not None else budget.success_refund
-            budget.release(refund)
+        if budget is not None and reason is SUCCESS:
+            cost = progress.budget_cost
+            budget.release(cost if cost is not None else budget.success_refund)
         if isinstance(outcome, httpx.Response):
             _attach(outcome, info)
         else:
@@ -589,6 +607,15 @@ class RetryCall:
                     f"retry-transport: gave up after {info.attempts} attempt(s) ({reason.value})"
                 )
         controller.note_finish(self, info, failed_retryable)
+
+
+def _header(response: httpx.Response, name: bytes) -> str | None:
+    """One response header, found by its lower-case name (cheaper than ``Headers.get``,
+    which works out the headers' encoding anew for every response)."""
+    for key, value in response.headers.raw:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _attach(response: httpx.Response, info: RetryInfo) -> None:

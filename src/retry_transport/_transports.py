@@ -19,7 +19,7 @@ import email_validator
 import httpx
 
 from ._budget import RetryBudget
-from ._core import Controller, RetryHook, _hooks, should_drain
+from ._core import Controller, RetryCall, RetryHook, _hooks, should_drain
 from ._models import RetryStats
 from ._policy import FIELDS, RetryPolicy
 
@@ -298,7 +298,7 @@ class RetryTransport(_Common, httpx.BaseTransport):
         self._sleep = sleep if sleep is not None else time.sleep
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        call = self._controller.begin(request)
+        call = RetryCall(self._controller, request)
         wait = call.start()
         transport = self._transport
         while True:
@@ -311,7 +311,7 @@ class RetryTransport(_Common, httpx.BaseTransport):
                 if wait is None:
                     raise
                 continue
-            if call.reads_body:
+            if call.policy.retry_body_errors:
                 limit = call.body_limit(response)
                 if limit is not None:
                     try:
@@ -398,7 +398,7 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
         self._sleep = sleep if sleep is not None else anyio.sleep
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        call = self._controller.begin(request)
+        call = RetryCall(self._controller, request)
         wait = call.start()
         transport = self._transport
         while True:
@@ -411,7 +411,7 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
                 if wait is None:
                     raise
                 continue
-            if call.reads_body:
+            if call.policy.retry_body_errors:
                 limit = call.body_limit(response)
                 if limit is not None:
                     try:

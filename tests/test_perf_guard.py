@@ -1,0 +1,248 @@
+"""Guards for the properties the success path's speed relies on (no timing in here).
+
+benchmarks/overhead.py measures the cost of the layer; these tests pin down, through the
+public API, the reasons it is cheap, so that a change that quietly gives one up fails here
+rather than only showing up as a slower benchmark:
+
+* a first-attempt success reads nothing of the response but its status (no header lookup,
+  no body, no Retry-After parsing) and hands the inner transport's response object over;
+* every first-attempt success (and every first-attempt final failure) of one transport
+  shares one cached ``RetryInfo`` per status instead of building a new one;
+* without a deadline the inner transport gets the caller's request object itself: no copy,
+  no added header or extension;
+* the transport keeps nothing of a request once it is over: after 1,000 requests (some of
+  them retried) every request and response is freed by reference counting alone, the
+  collector switched off, so the layer creates no reference cycles for the GC to chase.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import retry_transport as rt
+
+URL = "https://api.example.com/items"
+
+#: What a driver may touch on a response it hands over after one attempt: the status to
+#: decide, the extensions to attach the RetryInfo.
+ALLOWED_ON_SUCCESS = {"status_code", "extensions"}
+
+
+class RecordingResponse(httpx.Response):
+    """A response that logs the name of every attribute read on it once ``seen`` is set."""
+
+    seen: list[str] | None = None
+
+    def __getattribute__(self, name: str) -> Any:
+        seen = object.__getattribute__(self, "__dict__").get("seen")
+        if seen is not None and not name.startswith("__"):
+            seen.append(name)
+        return object.__getattribute__(self, name)
+
+
+def recording(status: int, seen: list[str], headers: dict[str, str] | None = None) -> Any:
+    response = RecordingResponse(status, headers=headers, content=b"ok")
+    response.seen = seen  # from here on, reads are logged
+    return response
+
+
+class Inner(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """An inner transport that records the requests it gets and returns prepared responses."""
+
+    def __init__(self, make: Callable[[int], httpx.Response]) -> None:
+        self.make = make
+        self.attempts = 0  # attempts seen so far, across requests
+        self.requests: list[httpx.Request] = []
+        self.extensions: list[dict[str, Any]] = []  # each request's extensions when sent
+        self.responses: list[httpx.Response] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.attempts += 1
+        self.requests.append(request)
+        self.extensions.append(dict(request.extensions))
+        response = self.make(self.attempts)
+        self.responses.append(response)
+        return response
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return self.handle_request(request)
+
+
+def no_sleep(seconds: float) -> None:
+    return None
+
+
+async def no_sleep_async(seconds: float) -> None:
+    return None
+
+
+# -- a first-attempt success reads only the status -------------------------------------
+
+
+@pytest.mark.parametrize("status", [200, 204, 304, 404])
+def test_first_attempt_outcome_reads_only_status(status: int) -> None:
+    """Headers (Retry-After, Date...) are not looked at unless a retry is being decided."""
+    seen: list[str] = []
+    # A Retry-After on a final response must not be parsed either.
+    inner = Inner(lambda n: recording(status, seen, {"Retry-After": "5", "Date": "x"}))
+    transport = rt.RetryTransport(inner)
+    response = transport.handle_request(httpx.Request("GET", URL))
+    reads = list(seen)  # before this test reads anything itself
+    assert response is inner.responses[0]  # handed over as it is, not wrapped or copied
+    assert "status_code" in reads  # the recorder works: the status is what decides
+    assert set(reads) <= ALLOWED_ON_SUCCESS, reads
+
+
+@pytest.mark.anyio
+async def test_first_attempt_success_reads_only_status_async() -> None:
+    seen: list[str] = []
+    inner = Inner(lambda n: recording(200, seen, {"Retry-After": "5"}))
+    transport = rt.AsyncRetryTransport(inner)
+    response = await transport.handle_async_request(httpx.Request("GET", URL))
+    reads = list(seen)
+    assert response is inner.responses[0]
+    assert "status_code" in reads
+    assert set(reads) <= ALLOWED_ON_SUCCESS, reads
+
+
+def test_the_recorder_sees_header_reads_on_the_retry_path() -> None:
+    """Control: deciding a retry does read the headers, and the recorder notices."""
+    seen: list[str] = []
+    inner = Inner(lambda n: recording(503 if n == 1 else 200, seen if n == 1 else []))
+    transport = rt.RetryTransport(inner, sleep=no_sleep)
+    transport.handle_request(httpx.Request("GET", URL))
+    assert "headers" in seen
+
+
+# -- one cached RetryInfo per status ----------------------------------------------------
+
+
+def test_single_attempt_retry_info_is_shared() -> None:
+    """Every first-attempt outcome with the same status shares one RetryInfo object."""
+    statuses = [200, 200, 404, 200, 404]
+    inner = Inner(lambda n: httpx.Response(statuses[n - 1]))
+    transport = rt.RetryTransport(inner)
+    infos = [rt.retry_info(transport.handle_request(httpx.Request("GET", URL))) for _ in statuses]
+    ok, missing = infos[0], infos[2]
+    assert ok is not None and missing is not None
+    assert (ok.attempts, ok.retries, ok.stop_reason) == (1, 0, rt.StopReason.SUCCESS)
+    assert missing.stop_reason is rt.StopReason.NOT_RETRYABLE
+    assert infos[1] is ok and infos[3] is ok
+    assert infos[4] is missing
+
+
+@pytest.mark.anyio
+async def test_single_attempt_retry_info_is_shared_async() -> None:
+    transport = rt.AsyncRetryTransport(Inner(lambda n: httpx.Response(200)))
+    first = await transport.handle_async_request(httpx.Request("GET", URL))
+    second = await transport.handle_async_request(httpx.Request("GET", URL))
+    assert rt.retry_info(first) is not None
+    assert rt.retry_info(first) is rt.retry_info(second)
+
+
+# -- the request goes through untouched -------------------------------------------------
+
+
+def test_request_is_passed_through_unchanged_without_deadline() -> None:
+    inner = Inner(lambda n: httpx.Response(200))
+    transport = rt.RetryTransport(inner)
+    timeout = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
+    request = httpx.Request("POST", URL, content=b"{}", extensions={"timeout": timeout})
+    headers, extensions = list(request.headers.raw), dict(request.extensions)
+    transport.handle_request(request)
+    assert inner.requests[0] is request
+    assert inner.extensions[0] == extensions  # as sent: no timeout clipped, nothing added
+    assert list(request.headers.raw) == headers
+    assert request.extensions == extensions
+
+
+@pytest.mark.anyio
+async def test_request_is_passed_through_unchanged_without_deadline_async() -> None:
+    inner = Inner(lambda n: httpx.Response(200))
+    transport = rt.AsyncRetryTransport(inner)
+    request = httpx.Request("GET", URL)
+    headers = list(request.headers.raw)
+    await transport.handle_async_request(request)
+    assert inner.requests[0] is request
+    assert inner.extensions[0] == {}
+    assert list(request.headers.raw) == headers
+    assert request.extensions == {}
+
+
+def test_a_deadline_does_change_what_is_sent() -> None:
+    """Control: with a deadline the timeouts sent are clipped, and the check above sees it."""
+    inner = Inner(lambda n: httpx.Response(200))
+    transport = rt.RetryTransport(inner, deadline=1.0)
+    timeout = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
+    request = httpx.Request("GET", URL, extensions={"timeout": timeout})
+    transport.handle_request(request)
+    assert inner.extensions[0] != {"timeout": timeout}
+    assert inner.extensions[0]["timeout"]["read"] <= 1.0
+    assert request.extensions == {"timeout": timeout}  # the caller's own, back as they were
+
+
+# -- nothing is retained ----------------------------------------------------------------
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """Objects must die by reference counting: a cycle would outlive the test's loop."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _every_third_retried(n: int) -> httpx.Response:
+    # Attempts 1, 4, 7, ... answer 503, so every other request is retried once.
+    return httpx.Response(503 if n % 3 == 1 else 200, content=b"ok")
+
+
+def test_nothing_is_retained_after_1000_requests(no_gc: None) -> None:
+    inner = Inner(_every_third_retried)
+    transport = rt.RetryTransport(inner, sleep=no_sleep)
+    refs: list[weakref.ref[Any]] = []
+    infos: set[int] = set()
+    for _ in range(1000):
+        request = httpx.Request("GET", URL)
+        refs.append(weakref.ref(request))
+        response = transport.handle_request(request)
+        info = rt.retry_info(response)
+        assert info is not None and info.stop_reason is rt.StopReason.SUCCESS
+        infos.add(info.attempts)
+        refs.extend(weakref.ref(r) for r in inner.responses)
+        inner.requests.clear()
+        inner.responses.clear()
+        del request, response, info
+    assert infos == {1, 2}  # both paths were taken
+    assert transport.stats.requests == 1000
+    alive = [ref() for ref in refs if ref() is not None]
+    assert alive == []
+
+
+@pytest.mark.anyio
+async def test_nothing_is_retained_after_1000_requests_async(no_gc: None) -> None:
+    inner = Inner(_every_third_retried)
+    transport = rt.AsyncRetryTransport(inner, sleep=no_sleep_async)
+    refs: list[weakref.ref[Any]] = []
+    for _ in range(1000):
+        request = httpx.Request("GET", URL)
+        refs.append(weakref.ref(request))
+        response = await transport.handle_async_request(request)
+        refs.extend(weakref.ref(r) for r in inner.responses)
+        inner.requests.clear()
+        inner.responses.clear()
+        del request, response
+    assert transport.stats.retries > 0
+    alive = [ref() for ref in refs if ref() is not None]
+    assert alive == []
