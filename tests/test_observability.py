@@ -139,3 +139,29 @@ def test_async_counters_exact_with_200_tasks() -> None:
         stats = anyio.run(main, backend=backend)
         assert stats.requests == 1000
         assert stats.requests + stats.retries == calls
+
+
+def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a free-threaded interpreter the counters take a lock, and stay exact."""
+    import sysconfig
+    import threading
+
+    from retry_transport import _core
+
+    real = sysconfig.get_config_var
+    monkeypatch.setattr(sysconfig, "get_config_var",
+                        lambda name: 1 if name == "Py_GIL_DISABLED" else real(name))
+    transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)))
+    assert isinstance(transport._controller.requests, _core._LockedCount)
+
+    def work() -> None:
+        for _ in range(500):
+            transport.handle_request(httpx.Request("GET", "https://api.example.com/"))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert transport.stats.requests == 4000
+    assert transport.stats.requests == 4000  # reading does not count as a request

@@ -34,9 +34,10 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import sysconfig
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import httpx
@@ -83,6 +84,29 @@ RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
 DEADLINE: Final = StopReason.DEADLINE
 BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+class _LockedCount(Iterator[int]):
+    """``itertools.count`` with a lock, for interpreters without a GIL to make it atomic."""
+
+    def __init__(self) -> None:
+        self._value = 0
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> _LockedCount:
+        return self
+
+    def __next__(self) -> int:
+        with self._lock:
+            value = self._value
+            self._value += 1
+        return value
+
+
+def _counter() -> Iterator[int]:
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return _LockedCount()
+    return itertools.count()
 
 
 def retry_info(obj: object) -> RetryInfo | None:
@@ -172,8 +196,8 @@ class Controller:
         self._lock = threading.Lock()
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
-        self.requests = itertools.count()
-        self._retries = itertools.count()
+        self.requests = _counter()
+        self._retries = _counter()
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
