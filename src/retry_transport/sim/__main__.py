@@ -1,0 +1,248 @@
+"""``python -m retry_transport.sim``: the seed's retry-storm table, measured, and more.
+
+Without policy options it prints the seed's four steps as measured, the step-4 distribution,
+a comparison of jitters and of the library's defaults, and a sustained outage with and
+without a retry budget. With policy options it runs that policy instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, cast, get_args
+
+from .._budget import RetryBudget
+from .._policy import Jitter, RetryPolicy
+from ._dist import Job, outage_job, run_jobs, stats_from_rows
+from ._report import (
+    describe_policy,
+    outage_table,
+    run_table,
+    seed_table,
+    stats_lines,
+    stats_table,
+)
+from ._results import OutageResult, StormResult, StormStats
+from ._steps import COMPARISONS, REPRESENTATIVE_SEED, STEPS
+from ._storm import StormSpec, run_storms
+
+_POLICY_OPTIONS = ("max_attempts", "jitter", "base_delay", "max_delay")
+_SCENARIO_OPTIONS = ("clients", "capacity", "call_time", "duration", "budget")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m retry_transport.sim",
+        description=(
+            "Simulate the retry storm of the seed's animation with the real "
+            "AsyncRetryTransport in virtual time. Without policy options: the seed's table, "
+            "measured, then jitters, library defaults and a sustained outage compared. "
+            "With any policy or scenario option: that policy alone (unset policy fields "
+            "take RetryPolicy() defaults)."
+        ),
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=2000,
+        help="seeded runs for step 4 or your policy (default 2000)",
+    )
+    parser.add_argument(
+        "--compare-runs",
+        type=int,
+        default=300,
+        help="seeded runs per policy in the comparison table (default 300)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="first seed of the runs (default 0)")
+    parser.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the runs' frames (matplotlib)")
+    parser.add_argument("--no-outage", action="store_true", help="skip the outage scenario")
+    policy = parser.add_argument_group(
+        "your policy (any option here or below runs it instead of the seed's table)"
+    )
+    policy.add_argument("--max-attempts", type=int)
+    policy.add_argument("--jitter", choices=sorted(get_args(Jitter)))
+    policy.add_argument("--base-delay", type=float, metavar="SECONDS")
+    policy.add_argument("--max-delay", type=float, metavar="SECONDS")
+    policy.add_argument("--budget", action="store_true", help="give each client a RetryBudget()")
+    scenario = parser.add_argument_group("your scenario")
+    scenario.add_argument("--clients", type=int, help="default 6")
+    scenario.add_argument("--capacity", type=int, help="default 4")
+    scenario.add_argument("--call-time", type=float, metavar="SECONDS", help="default 0.1")
+    scenario.add_argument("--duration", type=float, metavar="SECONDS", help="default 2.0")
+    scenario.add_argument(
+        "--outage", action="store_true", help="also run the sustained outage with your policy"
+    )
+    return parser
+
+
+def _scenario(clients: int, capacity: int | None, call_time: float, duration: float) -> str:
+    limit = (
+        "no capacity limit"
+        if capacity is None
+        else f"a service that works on {capacity} calls at once\n(more than {capacity} in "
+        "flight: every call in flight times out)"
+    )
+    return (
+        f"{clients} clients, one {call_time * 1000:g} ms call each at t = 0, {limit}, "
+        f"attempts starting before {duration:g} s.\n"
+        "Each client: an httpx.AsyncClient over the real AsyncRetryTransport, in virtual time "
+        "(trio MockClock)."
+    )
+
+
+def _outage_intro(result: OutageResult) -> str:
+    start, end = result.outage
+    low, high = result.call_time
+    return (
+        f"Sustained outage: Poisson arrivals, {result.rate:g} requests/s for "
+        f"{result.duration:g} s, through one AsyncClient and one\nAsyncRetryTransport. The "
+        f"service answers 503 (no Retry-After) to attempts starting in [{start:g}, {end:g}) s, "
+        f"200 otherwise;\neach call takes {low * 1000:g}-{high * 1000:g} ms. "
+        f"Policy: {describe_policy(result.policy)}.\nAmplification: attempts per request, for "
+        "the requests that arrived during the outage."
+    )
+
+
+def _outage_jobs(policy: RetryPolicy) -> list[Job]:
+    return [
+        outage_job(policy=policy, budget=RetryBudget),
+        outage_job(policy=policy, budget=None),
+    ]
+
+
+def _outage_rows(results: Sequence[Any]) -> list[tuple[str, OutageResult]]:
+    with_budget, without = cast("tuple[OutageResult, OutageResult]", tuple(results))
+    return [("RetryBudget()", with_budget), ("None", without)]
+
+
+def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormResult]]:
+    step4 = STEPS[3]
+    compare_runs = min(args.compare_runs, args.runs)
+    specs = [step4.spec()] + [StormSpec(c.policy, budget=c.budget) for c in COMPARISONS[1:]]
+    runs = [args.runs] + [compare_runs] * (len(specs) - 1)
+    jobs = [Job(spec, n, args.seed) for spec, n in zip(specs, runs, strict=True)]
+    if not args.no_outage:
+        jobs += _outage_jobs(RetryPolicy())
+    results = run_jobs(jobs, workers=args.workers)
+    fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
+    steps = list(zip(STEPS, fixed, strict=True))
+
+    out.append("The seed's table, measured: " + _scenario(6, 4, 0.1, 2.0))
+    out.append("")
+    out.append(seed_table(steps))
+    out.append("")
+    step4_stats = stats_from_rows(specs[0], args.seed, results[0])
+    out.append("Step 4 " + stats_lines(step4_stats, mark=19))
+    out.append(
+        "  (the seed: median 19 of 20,000 runs. P(attempts <= 19) is close to 0.5 here, so "
+        "a sample's median is 19 or 20)"
+    )
+    out.append("")
+    rows: list[tuple[str, StormStats]] = [
+        (COMPARISONS[0].label, stats_from_rows(specs[0], args.seed, results[0][:compare_runs]))
+    ]
+    found_rows = results[1 : len(specs)]
+    for comparison, spec, found in zip(COMPARISONS[1:], specs[1:], found_rows, strict=True):
+        rows.append((comparison.label, stats_from_rows(spec, args.seed, found)))
+    out.append(
+        f"Beyond the seed: other policies in the same storm ({compare_runs:,} runs each, "
+        f"seeds {args.seed}-{args.seed + compare_runs - 1})"
+    )
+    out.append(stats_table(rows))
+    plain, budgeted = rows[-2][1], rows[-1][1]
+    same = plain.attempts == budgeted.attempts and plain.succeeded == budgeted.succeeded
+    default, bucket = RetryPolicy(), RetryBudget()
+    most = (default.max_attempts - 1) * max(bucket.retry_cost, bucket.timeout_retry_cost)
+    out.append(
+        f"  RetryPolicy(): {describe_policy(default)}. Each client has its own RetryBudget() "
+        f"({bucket.capacity:g} tokens)"
+    )
+    out.append(
+        f"  and sends one request, so it can spend at most {most:g} tokens: "
+        + ("the runs are identical with and without it." if same else "some runs differ.")
+    )
+    if not args.no_outage:
+        out.append("")
+        outage_rows = _outage_rows(results[len(specs) :])
+        out.append(_outage_intro(outage_rows[0][1]))
+        out.append(outage_table(outage_rows))
+    return [(f"step {s.number}", run) for s, run in steps]
+
+
+def _custom(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormResult]]:
+    fields = {name: getattr(args, name) for name in _POLICY_OPTIONS}
+    fields = {name: value for name, value in fields.items() if value is not None}
+    policy = RetryPolicy().replace(**fields)
+    spec = StormSpec(
+        policy,
+        seed=args.seed,
+        clients=args.clients if args.clients is not None else 6,
+        capacity=args.capacity if args.capacity is not None else 4,
+        call_time=args.call_time if args.call_time is not None else 0.1,
+        duration=args.duration if args.duration is not None else 2.0,
+        budget=RetryBudget if args.budget else None,
+    )
+    jobs = [Job(spec, args.runs, args.seed)]
+    if args.outage:
+        jobs += _outage_jobs(policy)
+    results = run_jobs(jobs, workers=args.workers)
+    (run,) = run_storms([spec])
+    stats = stats_from_rows(spec, args.seed, results[0])
+    given = ", ".join(f"{name}={value!r}" for name, value in fields.items())
+    out.append(f"Your policy: RetryPolicy({given})")
+    budget = ", RetryBudget() per client" if args.budget else ""
+    out.append(f"  {describe_policy(policy)}{budget}")
+    out.append(_scenario(spec.clients, spec.capacity, spec.call_time, spec.duration))
+    out.append("")
+    out.append(
+        f"One run (seed {run.seed}): {run.attempts} attempts, {run.succeeded} of "
+        f"{run.clients} succeeded, peak {run.peak_in_flight} in flight"
+    )
+    out.append(run_table(run))
+    out.append("")
+    out.append(stats_lines(stats).replace("over", "Over", 1))
+    if args.outage:
+        out.append("")
+        outage_rows = _outage_rows(results[1:])
+        out.append(_outage_intro(outage_rows[0][1]))
+        out.append(outage_table(outage_rows))
+    return [(f"your policy, seed {run.seed}", run)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.runs < 1 or args.compare_runs < 1:
+        parser.error("--runs and --compare-runs must be >= 1")
+    custom = any(getattr(args, n) is not None for n in _POLICY_OPTIONS + _SCENARIO_OPTIONS[:-1])
+    custom = custom or args.budget or args.outage
+    if args.plot:
+        from ._plot import check_matplotlib
+
+        try:
+            check_matplotlib()  # before the work, not after it
+        except RuntimeError as exc:
+            parser.error(str(exc))
+    started = time.perf_counter()
+    out: list[str] = []
+    try:
+        frames = _custom(args, out) if custom else _default(args, out)
+    except ValueError as exc:
+        parser.error(str(exc))
+    elapsed = time.perf_counter() - started
+    out.append("")
+    out.append(f"({elapsed:.1f} s of real time)")
+    print("\n".join(out))
+    if args.plot:
+        from ._plot import plot_runs
+
+        plot_runs(frames, args.plot)
+        print(f"Frames drawn in {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

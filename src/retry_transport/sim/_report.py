@@ -1,0 +1,240 @@
+"""Plain-text tables of measured results."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .._policy import RetryPolicy
+from ._results import OutageResult, StormResult, StormStats
+from ._steps import UNCAPPED, Step
+
+__all__ = [
+    "describe_policy",
+    "outage_table",
+    "run_table",
+    "seed_table",
+    "stats_lines",
+    "stats_table",
+    "table",
+]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """Columns padded to their widest cell; columns in ``right`` are right-aligned."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None, digits: int = 2) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.{digits}f} s"
+
+
+def _percent(share: float) -> str:
+    return "-" if math.isnan(share) else f"{100 * share:.1f}%"
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value:g}" if value == int(value) else f"{value:.1f}"
+
+
+def describe_policy(policy: RetryPolicy) -> str:
+    """A one-line summary of the fields the storm depends on."""
+    attempts = "no cap" if policy.max_attempts >= UNCAPPED else f"max {policy.max_attempts}"
+    return (
+        f"{policy.jitter} jitter, base {policy.base_delay:g} s, cap {policy.max_delay:g} s, "
+        f"{attempts} attempts"
+    )
+
+
+def _share_in_flight(run: StormResult) -> tuple[float, float]:
+    """Shares of the run's duration spent over capacity and with nothing in flight."""
+    steps = run.in_flight()
+    over = idle = 0.0
+    limit = run.capacity if run.capacity is not None else math.inf
+    for (start, count), (end, _) in zip(steps, [*steps[1:], (run.duration, 0)], strict=True):
+        start, end = min(start, run.duration), min(max(end, start), run.duration)
+        if count > limit:
+            over += end - start
+        elif count == 0:
+            idle += end - start
+    first = steps[0][0] if steps else run.duration
+    idle += min(first, run.duration)
+    return over / run.duration, idle / run.duration
+
+
+def _waves(run: StormResult) -> int | None:
+    """The number of waves when every attempt starts at once with all clients', else None."""
+    groups: list[list[float]] = []
+    for start in sorted(c.start for c in run.calls):
+        if groups and start - groups[-1][0] < 1e-9:
+            groups[-1].append(start)
+        else:
+            groups.append([start])
+    return len(groups) if all(len(g) == run.clients for g in groups) else None
+
+
+def _note(step: Step, run: StormResult) -> str:
+    if step.script:
+        parts = []
+        for result in run.results:
+            script = step.script.get(result.client)
+            if not script:
+                continue
+            reply = script[0]
+            name = str(reply.status)
+            if reply.retry_after is not None:
+                name += f" (Retry-After: {reply.retry_after})"
+            if result.waits:
+                waited = ", ".join(f"{w:.3g} s" for w in result.waits)
+                parts.append(f"{name} waited {waited}, then {result.outcome}")
+            else:
+                parts.append(f"{name} not retried ({result.stop_reason})")
+        return "; ".join(parts)
+    if step.random:
+        pattern = ",".join(str(a) for a in run.pattern)
+        return f"seed {run.seed}: attempts {pattern}; all ok at {_seconds(run.recovered_at)}"
+    over, idle = _share_in_flight(run)
+    flight = f"peak {run.peak_in_flight} in flight, over capacity {_percent(over)} of the time"
+    waves = _waves(run)
+    if waves is not None:
+        return f"{waves} waves of {run.clients} calls, idle {_percent(idle)}, {flight}"
+    return f"idle {_percent(idle)}, {flight}"
+
+
+def seed_table(steps: Sequence[tuple[Step, StormResult]]) -> str:
+    """The seed's table: step, policy, attempts, succeeded, note."""
+    rows = [
+        [
+            str(step.number),
+            step.label,
+            str(run.attempts),
+            f"{run.succeeded} of {run.clients}",
+            _note(step, run),
+        ]
+        for step, run in steps
+    ]
+    return table(["step", "policy", "attempts", "succeeded", "note"], rows, right=[2])
+
+
+def stats_lines(stats: StormStats, within: float = 0.75, mark: int | None = None) -> str:
+    """A few lines summarising a distribution of storm runs.
+
+    ``mark``: also give the share of runs with at most this many attempts.
+    """
+    a = stats.attempts_summary
+    r = stats.recovery_summary
+    histogram = "  ".join(f"{k}: {v}" for k, v in stats.histogram().items())
+    mode = max(stats.histogram().items(), key=lambda kv: kv[1])
+    last = stats.seed + stats.runs - 1
+    return "\n".join(
+        [
+            f"over {stats.runs:,} runs (seeds {stats.seed:,}-{last:,}): attempts median "
+            f"{_number(a.median)} (p10 {_number(a.p10)}, p90 {_number(a.p90)}), mean "
+            f"{a.mean:.2f} (sd {a.stdev:.2f}); {mode[0]} attempts in "
+            f"{_percent(mode[1] / stats.runs)} of runs"
+            + (
+                f", at most {mark} in {_percent(stats.share_at_most(mark))}"
+                if mark is not None
+                else ""
+            ),
+            f"  all {stats.clients} succeed in {_percent(stats.all_succeeded_share)} of runs; "
+            f"last client succeeds at: median {_seconds(r.median)} (p10 {_seconds(r.p10)}, "
+            f"p90 {_seconds(r.p90)}), by {within:g} s in "
+            f"{_percent(stats.share_recovered_within(within))} of runs",
+            f"  runs per attempt count: {histogram}",
+        ]
+    )
+
+
+def stats_table(rows: Sequence[tuple[str, StormStats]], within: float = 0.75) -> str:
+    """One row per policy: attempts median (p10-p90), mean, success and recovery shares."""
+    body = []
+    for label, stats in rows:
+        a = stats.attempts_summary
+        r = stats.recovery_summary
+        mean_ok = sum(stats.succeeded) / stats.runs
+        body.append(
+            [
+                label,
+                f"{_number(a.median)} ({_number(a.p10)}-{_number(a.p90)})",
+                f"{a.mean:.1f}",
+                f"{mean_ok:.2f}",
+                _percent(stats.all_succeeded_share),
+                _percent(stats.share_recovered_within(within)),
+                f"{_seconds(r.median)} ({_seconds(r.p90)})",
+            ]
+        )
+    header = [
+        "policy",
+        "attempts median (p10-p90)",
+        "mean",
+        "clients ok",
+        "all succeed",
+        f"all by {within:g} s",
+        "recovery median (p90)",
+    ]
+    return table(header, body, right=[2, 3, 4, 5])
+
+
+def run_table(run: StormResult) -> str:
+    """Each client of one run: attempts, outcome, waits."""
+    rows = [
+        [
+            str(r.client),
+            str(r.attempts),
+            r.outcome,
+            r.stop_reason,
+            _seconds(r.finished_at, 3),
+            ", ".join(f"{w:.3f}" for w in r.waits) or "-",
+        ]
+        for r in run.results
+    ]
+    return table(
+        ["client", "attempts", "outcome", "stop reason", "ended at", "waits (s)"], rows, right=[1]
+    )
+
+
+def outage_table(rows: Sequence[tuple[str, OutageResult]]) -> str:
+    """One row per budget setting of the outage scenario."""
+    body = []
+    for label, r in rows:
+        if r.budgeted:
+            budget = (
+                f"first refusal at {_seconds(r.first_budget_refusal_at)}, "
+                f"full again at {_seconds(r.budget_refilled_at, 1)}"
+            )
+        else:
+            budget = "-"
+        body.append(
+            [
+                label,
+                f"{r.outage_requests:,}",
+                f"{r.outage_attempts:,}",
+                f"{r.amplification:.3f}x",
+                f"{r.failed:,}",
+                _seconds(r.recovery_time, 3),
+                budget,
+            ]
+        )
+    header = [
+        "budget",
+        "requests in outage",
+        "their attempts",
+        "amplification",
+        "failed",
+        "recovered (last failure) after",
+        "budget",
+    ]
+    return table(header, body, right=[1, 2, 3, 4])

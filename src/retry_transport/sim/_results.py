@@ -1,0 +1,317 @@
+"""Frozen records the simulator returns: one call, one client, one run, a distribution."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .._policy import RetryPolicy
+
+__all__ = [
+    "Call",
+    "ClientResult",
+    "Distribution",
+    "OutageResult",
+    "Reply",
+    "StormResult",
+    "StormStats",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A scripted answer of the storm's service to one attempt.
+
+    Attributes:
+        status: the response status.
+        retry_after: the ``Retry-After`` header to send with it, or ``None``.
+    """
+
+    status: int
+    retry_after: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One attempt as the service saw it.
+
+    Attributes:
+        client: the client that sent it (1-based).
+        attempt: the client's attempt number (1-based).
+        start: virtual seconds since the run began.
+        end: when the service answered (``start + call_time``).
+        status: the response status, or ``None`` when the call timed out.
+    """
+
+    client: int
+    attempt: int
+    start: float
+    end: float
+    status: int | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call got a response below 400."""
+        return self.status is not None and self.status < 400
+
+    @property
+    def outcome(self) -> str:
+        """``"timeout"`` or the status code as text."""
+        return "timeout" if self.status is None else str(self.status)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResult:
+    """What one client's request came to.
+
+    Attributes:
+        client: the client (1-based).
+        attempts: attempts the service received from it before the run ended.
+        succeeded: whether the request ended in a response below 400.
+        outcome: the final outcome: a status (``"200"``, ``"400"``), an exception class name
+            (``"ReadTimeout"``), or ``"cut off"`` when the run ended while it still retried.
+        stop_reason: the transport's :class:`~retry_transport.StopReason` value, or
+            ``"run_over"`` when the run ended first.
+        finished_at: when the request ended, or ``None`` when the run ended first.
+        waits: the seconds the transport waited after each failed attempt, in order.
+    """
+
+    client: int
+    attempts: int
+    succeeded: bool
+    outcome: str
+    stop_reason: str
+    finished_at: float | None
+    waits: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StormResult:
+    """One run of the storm scenario.
+
+    Attributes:
+        policy: the clients' retry policy.
+        seed: the run's seed (client ``k`` draws its jitter from its own generator,
+            ``random.Random(f"storm:{seed}:{k}")``).
+        clients: number of clients.
+        capacity: calls the service works on at once, or ``None`` for no limit.
+        call_time: seconds one call takes.
+        duration: seconds the run lasts; attempts starting later are not sent.
+        budgeted: whether each client had a retry budget.
+        calls: every attempt, in order of start time (then client).
+        results: one per client, in client order.
+    """
+
+    policy: RetryPolicy
+    seed: int
+    clients: int
+    capacity: int | None
+    call_time: float
+    duration: float
+    budgeted: bool
+    calls: tuple[Call, ...]
+    results: tuple[ClientResult, ...]
+
+    @property
+    def attempts(self) -> int:
+        """Attempts the service received, all clients together."""
+        return len(self.calls)
+
+    @property
+    def succeeded(self) -> int:
+        """Clients whose request succeeded."""
+        return sum(r.succeeded for r in self.results)
+
+    @property
+    def pattern(self) -> tuple[int, ...]:
+        """Attempts per client, in client order."""
+        return tuple(r.attempts for r in self.results)
+
+    @property
+    def recovered_at(self) -> float | None:
+        """When the last client succeeded, if every client did; else ``None``."""
+        if not self.results or not all(r.succeeded for r in self.results):
+            return None
+        return max(r.finished_at or 0.0 for r in self.results)
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most calls in flight at one moment."""
+        return max((n for _, n in self.in_flight()), default=0)
+
+    def in_flight(self) -> list[tuple[float, int]]:
+        """Calls in flight as a step function: ``(time, count from then on)`` pairs.
+
+        Calls occupy ``[start, end)``: at an instant where one call ends and another
+        starts, the end comes first.
+        """
+        events = sorted(
+            [(c.start, 1) for c in self.calls] + [(c.end, -1) for c in self.calls],
+            key=lambda e: (e[0], e[1]),
+        )
+        steps: list[tuple[float, int]] = []
+        count = 0
+        for time, delta in events:
+            count += delta
+            if steps and math.isclose(steps[-1][0], time, abs_tol=1e-9):
+                steps[-1] = (steps[-1][0], count)
+            else:
+                steps.append((time, count))
+        return steps
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile by the nearest-rank method (a value that occurred)."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """A summary of many values: count, mean, standard deviation and quantiles.
+
+    Quantiles use the nearest-rank method, so each is a value that occurred (for a median of
+    attempts, an attempt count). An empty sample gives ``nan`` everywhere.
+    """
+
+    count: int
+    mean: float
+    stdev: float
+    p10: float
+    median: float
+    p90: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Distribution:
+        ordered = sorted(values)
+        if not ordered:
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan, nan, nan, nan)
+        return cls(
+            count=len(ordered),
+            mean=statistics.fmean(ordered),
+            stdev=statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
+            p10=_quantile(ordered, 0.1),
+            median=_quantile(ordered, 0.5),
+            p90=_quantile(ordered, 0.9),
+            low=ordered[0],
+            high=ordered[-1],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StormStats:
+    """Many seeded runs of the storm scenario with one policy.
+
+    Attributes:
+        policy: the clients' retry policy.
+        seed: the first run's seed; run ``i`` uses ``seed + i``.
+        runs: the number of runs.
+        budgeted: whether each client had a retry budget.
+        attempts: attempts per run, in seed order.
+        succeeded: clients that succeeded per run, in seed order.
+        recovered_at: per run, when the last client succeeded (``None`` if one failed).
+        clients: clients per run.
+    """
+
+    policy: RetryPolicy
+    seed: int
+    runs: int
+    budgeted: bool
+    attempts: tuple[int, ...]
+    succeeded: tuple[int, ...]
+    recovered_at: tuple[float | None, ...]
+    clients: int
+
+    @property
+    def attempts_summary(self) -> Distribution:
+        """Attempts per run: mean, spread and quantiles."""
+        return Distribution.of(self.attempts)
+
+    @property
+    def recovery_summary(self) -> Distribution:
+        """Recovery times of the runs in which every client succeeded."""
+        return Distribution.of([t for t in self.recovered_at if t is not None])
+
+    @property
+    def all_succeeded_share(self) -> float:
+        """The share of runs in which every client succeeded."""
+        if not self.runs:
+            return math.nan
+        return sum(s == self.clients for s in self.succeeded) / self.runs
+
+    def share_at_most(self, attempts: int) -> float:
+        """The share of runs with at most ``attempts`` attempts."""
+        return sum(a <= attempts for a in self.attempts) / self.runs if self.runs else math.nan
+
+    def share_recovered_within(self, seconds: float) -> float:
+        """The share of all runs in which every client succeeded by ``seconds``."""
+        if not self.runs:
+            return math.nan
+        return sum(t is not None and t <= seconds + 1e-9 for t in self.recovered_at) / self.runs
+
+    def histogram(self) -> dict[int, int]:
+        """Runs per attempt count, in increasing attempt count."""
+        counts: dict[int, int] = {}
+        for a in sorted(self.attempts):
+            counts[a] = counts.get(a, 0) + 1
+        return counts
+
+
+@dataclass(frozen=True, slots=True)
+class OutageResult:
+    """One run of the sustained-outage scenario.
+
+    Attributes:
+        policy: the client's retry policy.
+        budgeted: whether the client had a retry budget.
+        seed: the run's seed.
+        rate: mean arrivals per second (Poisson).
+        duration: seconds of arrivals.
+        outage: the outage ``(start, end)``: attempts starting inside it are answered 503.
+        call_time: ``(low, high)``: each attempt took a uniform time in between, seconds.
+        requests: requests that arrived.
+        outage_requests: requests that arrived during the outage.
+        outage_attempts: attempts those requests made (retries included, whenever sent).
+        attempts: attempts in all.
+        failed: requests that ended in failure (the application saw a 503).
+        last_failure_at: when the last failed request ended, or ``None``.
+        budget_tokens_min: the fewest tokens the budget held (``None`` without a budget).
+        budget_refilled_at: when the budget was full again after the outage, or ``None``.
+        first_budget_refusal_at: when the budget first refused a retry, or ``None``.
+    """
+
+    policy: RetryPolicy
+    budgeted: bool
+    seed: int
+    rate: float
+    duration: float
+    outage: tuple[float, float]
+    call_time: tuple[float, float]
+    requests: int
+    outage_requests: int
+    outage_attempts: int
+    attempts: int
+    failed: int
+    last_failure_at: float | None
+    budget_tokens_min: float | None
+    budget_refilled_at: float | None
+    first_budget_refusal_at: float | None
+
+    @property
+    def amplification(self) -> float:
+        """Attempts per request, for the requests that arrived during the outage."""
+        return self.outage_attempts / self.outage_requests if self.outage_requests else math.nan
+
+    @property
+    def recovery_time(self) -> float:
+        """Seconds from the end of the outage to the last failure the application saw."""
+        if self.last_failure_at is None:
+            return 0.0
+        return max(0.0, self.last_failure_at - self.outage[1])

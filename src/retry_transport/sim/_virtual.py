@@ -1,0 +1,59 @@
+"""Running a coroutine in virtual time: trio with a ``MockClock`` that jumps."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Final, TypeVar
+
+import trio
+import trio.testing
+
+from .. import testing as _testing
+
+__all__ = ["EPSILON", "quiet_transport_log", "run_virtual"]
+
+T = TypeVar("T")
+
+#: Two virtual times closer than this are the same instant. Virtual time is a float that
+#: the clock advances by differences of deadlines, so it drifts by a few ulps from the sums
+#: a model writes down (0.1 + 0.1 + ... is not 2.0): comparisons allow for that.
+EPSILON: Final = 1e-9
+
+
+def run_virtual(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn()`` on trio under a ``MockClock(autojump_threshold=0)``.
+
+    The clock jumps to the next deadline as soon as every task is blocked, so a run of
+    seconds or minutes of virtual time takes only the CPU time its events need. anyio,
+    which the transport sleeps and reads the clock with, finds trio running and uses it.
+    """
+
+    async def main() -> T:
+        return await fn()
+
+    if _testing.active is not None:
+        raise RuntimeError(
+            "the retry simulator cannot run inside retry_testing(): testing mode skips the "
+            "waits the simulation measures"
+        )
+    with quiet_transport_log():
+        return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@contextlib.contextmanager
+def quiet_transport_log() -> Iterator[None]:
+    """Silence the ``retry_transport`` logger while simulated clients retry.
+
+    A storm makes thousands of retries and give-ups, each logged at INFO or ERROR: an
+    application that shows those levels would print them all, and formatting them would
+    slow the simulation down. The level is restored afterwards.
+    """
+    logger = logging.getLogger("retry_transport")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)

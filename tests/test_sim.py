@@ -1,0 +1,329 @@
+"""The storm simulator: the seed's figures, reproduced through the real transport.
+
+Every scenario runs in trio's virtual time, so nothing here sleeps; the slowest test (1,000
+seeded storm runs) takes about two seconds of CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+
+from retry_transport import RetryBudget, RetryPolicy
+from retry_transport.sim import (
+    REPRESENTATIVE_PATTERN,
+    REPRESENTATIVE_SEED,
+    STEPS,
+    Reply,
+    StormResult,
+    find_seed,
+    run_outage,
+    run_storm,
+    run_storms,
+    storm_stats,
+)
+from retry_transport.sim.__main__ import main
+
+STEP1, STEP2, STEP3, STEP4 = STEPS
+
+
+def _run(step_index: int, seed: int = 0, *, cooldown: bool = True) -> StormResult:
+    spec = dataclasses.replace(STEPS[step_index].spec(seed), cooldown=cooldown)
+    return run_storms([spec])[0]
+
+
+# -- the seed's table ----------------------------------------------------------------------
+
+
+def test_step1_blip_eight_attempts_five_succeed() -> None:
+    run = _run(0)
+    assert (run.attempts, run.succeeded) == (8, 5)
+    by_client = {r.client: r for r in run.results}
+    # The 503 waits base_delay = 100 ms; the 429 waits Retry-After (1 s) plus that backoff.
+    assert by_client[1].waits == pytest.approx((0.1,))
+    assert by_client[1].attempts == 2 and by_client[1].outcome == "200"
+    assert by_client[2].waits == pytest.approx((1.1,))
+    assert by_client[2].finished_at == pytest.approx(1.3)
+    assert (by_client[3].attempts, by_client[3].outcome) == (1, "400")
+    assert by_client[3].stop_reason == "not_retryable"
+    assert [by_client[k].attempts for k in (4, 5, 6)] == [1, 1, 1]
+
+
+def test_step2_retry_immediately_120_attempts_none_succeed() -> None:
+    run = _run(1)
+    assert (run.attempts, run.succeeded) == (120, 0)
+    assert run.pattern == (20,) * 6
+    assert all(r.outcome == "cut off" for r in run.results)
+    assert run.peak_in_flight == 6
+    # Back to back: attempt n starts at (n - 1) * 100 ms, the last one at 1.9 s.
+    starts = sorted({round(c.start, 6) for c in run.calls})
+    assert starts == [round(0.1 * i, 6) for i in range(20)]
+
+
+def test_step3_exponential_30_attempts_in_waves() -> None:
+    run = _run(2)
+    assert (run.attempts, run.succeeded) == (30, 0)
+    assert run.pattern == (5,) * 6
+    # Every client fails together and waits 0.1, 0.2, 0.4, 0.8 s: five waves of six.
+    starts = sorted({round(c.start, 6) for c in run.calls})
+    assert starts == [0.0, 0.2, 0.5, 1.0, 1.9]
+    assert all(c.status is None for c in run.calls)
+
+
+def test_representative_seed_is_the_animation_frame() -> None:
+    run = run_storm(STEP4.policy, seed=REPRESENTATIVE_SEED)
+    assert run.attempts == 19
+    assert run.pattern == REPRESENTATIVE_PATTERN == (3, 3, 3, 3, 3, 4)
+    assert run.succeeded == 6
+    assert run.recovered_at is not None and run.recovered_at <= 0.75
+
+
+def test_representative_seed_is_the_first_match() -> None:
+    assert find_seed(STEP4.policy) == REPRESENTATIVE_SEED
+
+
+def test_full_jitter_distribution_has_the_known_shape() -> None:
+    # Known shape (an independent model, and 200,000 runs of this one): 18 attempts in
+    # ~40% of runs, a second cluster at 23-24 (~37%), mean ~20.8 (sd ~2.9), all six succeed
+    # in ~99.7%, all succeed by 0.75 s in ~51%. Bounds: 3 standard errors for 1,000 runs.
+    stats = storm_stats(STEP4.policy, runs=1000, seed=0, progress=False)
+    histogram = stats.histogram()
+    share = {k: v / stats.runs for k, v in histogram.items()}
+    assert 0.353 <= share[18] <= 0.447
+    assert 0.32 <= share.get(23, 0) + share.get(24, 0) <= 0.42
+    assert share.get(21, 0) + share.get(22, 0) < 0.1  # bimodal: a trough between clusters
+    assert abs(stats.attempts_summary.mean - 20.8) <= 3 * 2.9 / math.sqrt(stats.runs)
+    assert 2.5 <= stats.attempts_summary.stdev <= 3.3
+    assert stats.attempts_summary.median in (19, 20)
+    assert stats.attempts_summary.p10 == 18
+    assert stats.all_succeeded_share >= 0.99
+    assert 0.46 <= stats.share_recovered_within(0.75) <= 0.56
+    assert min(stats.attempts) >= 18  # nobody can succeed before the third attempt
+    assert max(stats.attempts) <= 30  # 6 clients x max_attempts
+
+
+# -- the model's rules ---------------------------------------------------------------------
+
+
+def _reference(seed: int, policy: RetryPolicy) -> tuple[tuple[int, ...], float | None]:
+    """An independent event model of the documented rules (full jitter only).
+
+    Returns attempts per client and the time the last client succeeded (or ``None``).
+    """
+    clients, capacity, call_time, duration = 6, 4, 0.1, 2.0
+    rngs = [random.Random(f"storm:{seed}:{k}") for k in range(1, clients + 1)]
+    events: list[tuple[float, int, int]] = [(0.0, 1, k) for k in range(clients)]  # 0 = end
+    attempts = [0] * clients
+    done: list[float | None] = [None] * clients
+    flying: dict[int, list[float | bool]] = {}
+    while events:
+        now, kind, k = heapq.heappop(events)
+        if kind == 1:
+            if now >= duration - 1e-9:
+                continue
+            attempts[k] += 1
+            flying[k] = [now + call_time, False]
+            live = [f for f in flying.values() if float(f[0]) > now + 1e-9]
+            if len(live) > capacity:
+                for f in live:
+                    f[1] = True
+            heapq.heappush(events, (now + call_time, 0, k))
+            continue
+        _, doomed = flying.pop(k)
+        if not doomed:
+            done[k] = now
+        elif attempts[k] < policy.max_attempts:
+            ceiling = min(policy.max_delay, policy.base_delay * 2 ** (attempts[k] - 1))
+            heapq.heappush(events, (now + rngs[k].uniform(0.0, ceiling), 1, k))
+    finished = [d for d in done if d is not None]
+    return tuple(attempts), max(finished) if len(finished) == clients else None
+
+
+def test_transport_runs_agree_with_an_independent_model() -> None:
+    seeds = range(100, 160)
+    runs = run_storms([STEP4.spec(s) for s in seeds])
+    for seed, run in zip(seeds, runs, strict=True):
+        pattern, recovered = _reference(seed, STEP4.policy)
+        assert run.pattern == pattern, seed
+        if recovered is None:
+            assert run.recovered_at is None, seed
+        else:
+            assert run.recovered_at == pytest.approx(recovered, abs=1e-6), seed
+
+
+def test_a_batch_gives_the_same_runs_as_single_runs() -> None:
+    seeds = [3, 4, 5]
+    batch = run_storms([STEP4.spec(s) for s in seeds])
+    single = [run_storm(STEP4.policy, seed=s) for s in seeds]
+    assert [r.calls for r in batch] == [r.calls for r in single]
+    assert [r.results for r in batch] == [r.results for r in single]
+
+
+def test_distribution_does_not_depend_on_the_worker_count() -> None:
+    # 150 runs: two chunks of work (100 + 50), so two workers share them.
+    one = storm_stats(STEP4.policy, runs=150, seed=7, workers=1, progress=False)
+    two = storm_stats(STEP4.policy, runs=150, seed=7, workers=2, progress=False)
+    assert one == two
+    assert one.attempts[:3] == tuple(run_storm(STEP4.policy, seed=s).attempts for s in (7, 8, 9))
+
+
+def test_more_than_capacity_dooms_every_call_in_flight() -> None:
+    once = RetryPolicy(max_attempts=1)
+    assert run_storm(once, clients=4).succeeded == 4
+    five = run_storm(once, clients=5)
+    assert (five.attempts, five.succeeded) == (5, 0)
+    assert all(r.outcome == "ReadTimeout" for r in five.results)
+
+
+def test_a_call_ending_as_another_starts_does_not_overlap_it() -> None:
+    # One slot; the client retries at once, at the instant its 503 ends: ends come first.
+    run = run_storm(RetryPolicy(base_delay=0.0), clients=1, capacity=1, script={1: (Reply(503),)})
+    assert run.pattern == (2,)
+    assert run.succeeded == 1
+    assert run.calls[1].start == pytest.approx(run.calls[0].end)
+
+
+def test_a_timeout_wins_over_a_scripted_reply() -> None:
+    run = run_storm(RetryPolicy(max_attempts=1), clients=5, script={1: (Reply(400),)})
+    assert run.results[0].outcome == "ReadTimeout"
+
+
+def test_cooldown_cannot_act_in_the_storm() -> None:
+    for index, seed in ((0, 0), (3, REPRESENTATIVE_SEED), (3, 5)):
+        on = _run(index, seed)
+        off = _run(index, seed, cooldown=False)
+        assert on.calls == off.calls and on.results == off.results
+
+
+def test_a_per_client_default_budget_changes_nothing_in_the_storm() -> None:
+    seeds = range(10)
+    plain = run_storms([STEP4.spec(s) for s in seeds])
+    budgeted = run_storms([dataclasses.replace(STEP4.spec(s), budget=RetryBudget) for s in seeds])
+    assert [r.calls for r in plain] == [r.calls for r in budgeted]
+
+
+def test_a_small_budget_stops_retries() -> None:
+    def tiny() -> RetryBudget:
+        return RetryBudget(capacity=10)  # one retry after a timeout (10 tokens)
+
+    run = run_storm(STEP2.policy, budget=tiny)
+    assert run.pattern == (2,) * 6
+    assert {r.stop_reason for r in run.results} == {"budget_exhausted"}
+
+
+def test_refuses_to_run_in_testing_mode() -> None:
+    from retry_transport.testing import retry_testing
+
+    with retry_testing(), pytest.raises(RuntimeError, match="retry_testing"):
+        run_storm(STEP4.policy)
+
+
+def test_results_are_frozen() -> None:
+    run = run_storm(RetryPolicy(), clients=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.seed = 1  # type: ignore[misc]
+
+
+# -- the sustained outage ------------------------------------------------------------------
+
+
+def test_a_budget_bounds_outage_amplification() -> None:
+    # 12 s of outage at 100 requests/s: ~1,200 requests. The default bucket (500 tokens,
+    # 5 per retry) pays for 100 retries, then every request is sent once. Successes put one
+    # token back each: ~5 s after the outage the bucket is full again.
+    budgeted = run_outage(budget=RetryBudget, rate=100.0, duration=19.0, outage=(0.0, 12.0))
+    unbudgeted = run_outage(budget=None, rate=100.0, duration=19.0, outage=(0.0, 12.0))
+    assert budgeted.outage_requests == unbudgeted.outage_requests > 1000
+    assert budgeted.amplification <= 1.1
+    assert budgeted.outage_attempts - budgeted.outage_requests == 100
+    assert 2.9 <= unbudgeted.amplification <= 3.0
+    # The service is back at 12 s: the application sees its last failure soon after.
+    for result in (budgeted, unbudgeted):
+        assert result.recovery_time < 0.5
+    assert budgeted.first_budget_refusal_at is not None
+    assert budgeted.first_budget_refusal_at < 2.0
+    assert budgeted.budget_refilled_at is not None and 16.0 < budgeted.budget_refilled_at < 19.0
+    # After the outage every request is sent once, with or without a budget.
+    for result in (budgeted, unbudgeted):
+        after = result.requests - result.outage_requests
+        assert result.attempts - result.outage_attempts == after > 0
+    assert unbudgeted.budget_tokens_min is None
+
+
+def test_outage_is_reproducible() -> None:
+    first = run_outage(seed=3, rate=50.0, duration=4.0, outage=(0.0, 2.0))
+    assert first == run_outage(seed=3, rate=50.0, duration=4.0, outage=(0.0, 2.0))
+    assert first != run_outage(seed=4, rate=50.0, duration=4.0, outage=(0.0, 2.0))
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def test_command_prints_the_seed_table(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--runs", "40", "--compare-runs", "20", "--workers", "1", "--no-outage"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("The seed's table, measured")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("step  policy"))
+    rows = [line.split() for line in lines[header + 1 : header + 5]]
+    assert [row[0] for row in rows] == ["1", "2", "3", "4"]
+    measured = [(row[row.index("of") - 2], row[row.index("of") - 1]) for row in rows]
+    assert measured == [("8", "5"), ("120", "0"), ("30", "0"), ("19", "6")]
+    assert f"seed {REPRESENTATIVE_SEED}: attempts 3,3,3,3,3,4" in out
+    assert "decorrelated jitter" in out
+
+
+def test_command_runs_your_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--max-attempts", "4", "--jitter", "decorrelated", "--base-delay", "0.05"]
+    assert main([*args, "--runs", "30", "--seed", "2", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "max_attempts=4" in out and "jitter='decorrelated'" in out
+    expected = run_storm(
+        RetryPolicy(max_attempts=4, jitter="decorrelated", base_delay=0.05), seed=2
+    )
+    assert f"One run (seed 2): {expected.attempts} attempts" in out
+    assert "over 30 runs" in out.lower()
+
+
+def test_plot_without_matplotlib_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from retry_transport.sim import plot_runs
+
+    real = importlib.import_module
+
+    def no_matplotlib(name: str, package: str | None = None) -> object:
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", no_matplotlib)
+    with pytest.raises(RuntimeError, match="pip install"):
+        plot_runs([("step 2", _run(1))], "unused.png")
+    # The command says so before it simulates anything.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--plot", "unused.png", "--max-attempts", "2", "--runs", "1"])
+    assert exit_info.value.code == 2
+
+
+def test_plot_draws_a_file(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from retry_transport.sim import plot_runs
+
+    path = tmp_path / "frames.png"
+    plot_runs([("step 1", _run(0)), ("step 4", _run(3, REPRESENTATIVE_SEED))], str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_recovery_time_is_the_last_success() -> None:
+    run = run_storm(STEP4.policy, seed=REPRESENTATIVE_SEED)
+    ends = [c.end for c in run.calls if c.ok]
+    assert run.recovered_at == pytest.approx(max(ends))
+    assert statistics.fmean(r.attempts for r in run.results) == pytest.approx(19 / 6)
