@@ -108,6 +108,17 @@ def test_full_jitter_distribution_has_the_known_shape() -> None:
     assert max(stats.attempts) <= 30  # 6 clients x max_attempts
 
 
+def test_full_jitter_median_over_the_seeds_20000_runs() -> None:
+    """The seed's own sample size. P(attempts <= 19) is about 0.50 (0.502 over 200,000 runs
+    of the independent model), so the median is 19 or 20; over 20,000 runs the share is
+    within 3 standard errors (0.0035) of 0.502."""
+    stats = storm_stats(STEP4.policy, runs=20_000, seed=0, progress=False)
+    at_most_19 = sum(1 for a in stats.attempts if a <= 19) / stats.runs
+    assert abs(at_most_19 - 0.502) <= 3 * math.sqrt(0.25 / stats.runs)
+    assert stats.attempts_summary.median in (19, 20)
+    assert stats.all_succeeded_share >= 0.995
+
+
 # -- the model's rules ---------------------------------------------------------------------
 
 
