@@ -37,3 +37,46 @@ async def async_usage() -> None:
         response = await client.get("https://example.com")
         stats: rt.RetryStats = transport.stats
         del response, stats
+
+
+def hooks_and_budget() -> None:
+    def on_event(event: rt.RetryEvent) -> None:
+        kind: str = event.kind
+        reason: rt.StopReason | None = event.stop_reason
+        del kind, reason
+
+    budget = rt.RetryBudget(capacity=100, retry_cost=5)
+    transport = rt.RetryTransport(
+        hooks=[on_event], budget=budget, cooldown=False, contact="ops@example.com",
+        auto_idempotency_key=True, deadline=5.0, retry_body_errors=True,
+    )
+    tokens: float = budget.tokens
+    gave_up: int = transport.stats.gave_up.get(rt.StopReason.BUDGET_EXHAUSTED, 0)
+    del tokens, gave_up
+    try:
+        httpx.Client(transport=transport).get("https://example.com")
+    except rt.CooldownError as exc:
+        origin: str = exc.origin
+        remaining: float = exc.remaining
+        del origin, remaining
+
+
+def testing_helpers() -> None:
+    from retry_transport.testing import TestingLog, retry_testing
+
+    with retry_testing(attempts=2, cap=True, seed=1) as log:
+        checked: TestingLog = log
+        waits: list[float] = log.waits
+        del checked, waits
+
+
+def simulator() -> None:
+    from retry_transport.sim import run_outage, run_storm, storm_stats
+
+    policy = rt.RetryPolicy(max_attempts=5, max_delay=0.8)
+    run = run_storm(policy, seed=21)
+    attempts: int = run.attempts
+    stats = storm_stats(policy, runs=10)
+    median: float = stats.attempts_summary.median
+    amplification: float = run_outage(budget=None).amplification
+    del attempts, median, amplification
