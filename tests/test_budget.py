@@ -29,7 +29,8 @@ def test_defaults() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [("capacity", 0), ("capacity", -5), ("retry_cost", -1), ("timeout_retry_cost", float("nan")),
-     ("success_refund", "1"), ("capacity", True)],
+     ("success_refund", "1"), ("capacity", True), ("retry_cost", 501),
+     ("timeout_retry_cost", 600)],
 )
 def test_invalid_budget_raises_naming_the_field(field: str, value: Any) -> None:
     """Bad numbers fail at construction."""
@@ -70,7 +71,9 @@ def test_exhausted_budget_raises_the_last_error(harness: Harness) -> None:
     """An error is re-raised unchanged when the budget refuses its retry."""
     error = httpx.ConnectError("refused")
     handler, seen = script(error)
-    transport = harness.transport(handler, budget=rt.RetryBudget(capacity=4))
+    budget = rt.RetryBudget(capacity=9, timeout_retry_cost=9)
+    assert budget.acquire() == 5  # 4 tokens left: less than a retry costs
+    transport = harness.transport(handler, budget=budget)
     with pytest.raises(httpx.ConnectError) as caught:
         harness.send(transport)
     assert caught.value is error

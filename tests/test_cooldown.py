@@ -173,3 +173,69 @@ def test_concurrent_requests_share_the_cooldown_on_trio_virtual_time() -> None:
         assert t == pytest.approx(2.1), (path, t)
     assert sorted(first_start) == ["/first"] + [f"/later{i}" for i in range(5)]
     assert len(infos) == 6
+
+
+def test_cooldown_wait_is_logged_and_told_to_hooks(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request held by a cooldown says so: an INFO line and a "cooldown" hook event."""
+    import logging
+
+    events: list[rt.RetryEvent] = []
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(429, headers={"Retry-After": "45"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1,
+                                  hooks=events.append)
+    harness.send(transport, url=A)
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    harness.send(transport, url="https://a.example.com/health?key=secret")
+    assert "Holding GET https://a.example.com/health for 45.000 s" in caplog.text
+    assert "secret" not in caplog.text
+    cooldowns = [e for e in events if e.kind == "cooldown"]
+    assert len(cooldowns) == 1
+    assert (cooldowns[0].attempt, cooldowns[0].wait) == (0, 45.0)
+
+
+@pytest.mark.parametrize("override", [False, {"respect_retry_after": False}])
+def test_requests_ignoring_retry_after_are_not_held(harness: Harness, override: Any) -> None:
+    """A request that opts out of retries or of Retry-After is not held by others' quiet."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    harness.send(transport, url=A, extensions={"retry": override})
+    assert harness.waits == []
+
+
+def test_expired_cooldowns_are_dropped(harness: Harness) -> None:
+    """Once a cooldown is over, it leaves the table: requests elsewhere take the quick path."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "1"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url=A)
+    assert list(transport._controller.cooldowns) == ["https://a.example.com:443"]
+    harness.clock.now += 2
+    harness.send(transport, url=B)  # another origin: the stale entry is dropped anyway
+    assert transport._controller.cooldowns == {}
+
+
+def test_ipv6_origin(harness: Harness) -> None:
+    """IPv6 hosts keep their brackets in the origin (and in CooldownError)."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "30"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    harness.send(transport, url="http://[::1]:8080/x")
+    with pytest.raises(rt.CooldownError) as caught:
+        harness.send(transport, url="http://[::1]:8080/y", extensions={"retry": {"deadline": 1}})
+    assert caught.value.origin == "http://[::1]:8080"
+
+
+def test_cooldown_error_pickles() -> None:
+    """CooldownError survives pickle and copy (process pools, error reporters)."""
+    import copy
+    import pickle
+
+    error = rt.CooldownError("quiet", origin="https://a:443", remaining=3.0,
+                             request=httpx.Request("GET", "https://a/"))
+    for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert (str(clone), clone.origin, clone.remaining) == ("quiet", "https://a:443", 3.0)

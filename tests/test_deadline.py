@@ -157,3 +157,56 @@ def test_streaming_body_after_connect_error_with_a_deadline(harness: Harness) ->
         response = harness.send(transport, "PUT", content=body())
         assert response.status_code == 200
         assert seen == [b"one-shot", b"one-shot"]
+
+
+def test_discarded_body_is_not_drained_under_a_deadline(harness: Harness) -> None:
+    """A slow body could outlast the deadline: with one, discarded responses are just closed."""
+    reads: list[str] = []
+
+    class Body(httpx.SyncByteStream, httpx.AsyncByteStream):
+        def __iter__(self) -> Any:
+            reads.append("read")
+            yield b"busy!"
+
+        async def __aiter__(self) -> Any:
+            reads.append("read")
+            yield b"busy!"
+
+    count = [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        count[0] += 1
+        if count[0] == 1:
+            return httpx.Response(503, headers={"Content-Length": "5"}, stream=Body())
+        return httpx.Response(200)
+
+    assert harness.send(harness.transport(handler, deadline=5.0)).status_code == 200
+    assert reads == []
+    count[0] = 0
+    assert harness.send(harness.transport(handler)).status_code == 200
+    assert reads == ["read"]  # without a deadline, a small body is drained for reuse
+
+
+def test_timeouts_restored_when_cancelled_during_the_wait() -> None:
+    """A request cancelled while waiting gets its own timeouts back."""
+    import anyio
+
+    request_seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        request_seen.append(request)
+        return httpx.Response(503)
+
+    async def main() -> None:
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), deadline=60.0,
+                                           base_delay=30.0, jitter="none")
+        async with httpx.AsyncClient(transport=transport, timeout=9.0) as client:
+            with anyio.move_on_after(1):
+                await client.get("https://api.example.com/")
+
+    from trio.testing import MockClock
+
+    anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+    assert request_seen[0].extensions["timeout"] == {
+        "connect": 9.0, "read": 9.0, "write": 9.0, "pool": 9.0
+    }

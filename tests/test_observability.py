@@ -152,7 +152,7 @@ def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(sysconfig, "get_config_var",
                         lambda name: 1 if name == "Py_GIL_DISABLED" else real(name))
     transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)))
-    assert isinstance(transport._controller.requests, _core._LockedCount)
+    assert isinstance(transport._controller.request_counter, _core._LockedCount)
 
     def work() -> None:
         for _ in range(500):

@@ -196,7 +196,7 @@ policies = st.builds(
 )
 budgets = st.one_of(
     st.none(),
-    st.builds(rt.RetryBudget, capacity=st.integers(1, 60), retry_cost=st.integers(0, 10),
+    st.builds(rt.RetryBudget, capacity=st.integers(20, 60), retry_cost=st.integers(0, 10),
               timeout_retry_cost=st.integers(0, 20), success_refund=st.integers(0, 3)),
 )
 

@@ -38,7 +38,7 @@ def _run(step_index: int, seed: int = 0, *, cooldown: bool = True) -> StormResul
     return run_storms([spec])[0]
 
 
-# -- the seed's table ----------------------------------------------------------------------
+# -- the storm's table ----------------------------------------------------------------------
 
 
 def test_step1_blip_eight_attempts_five_succeed() -> None:
@@ -276,11 +276,11 @@ def test_outage_is_reproducible() -> None:
 # -- the command ---------------------------------------------------------------------------
 
 
-def test_command_prints_the_seed_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_prints_the_storm_table(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--runs", "40", "--compare-runs", "20", "--workers", "1", "--no-outage"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.startswith("The seed's table, measured")
+    assert out.startswith("The retry-storm table, measured")
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("step  policy"))
     rows = [line.split() for line in lines[header + 1 : header + 5]]

@@ -125,3 +125,73 @@ def test_works_with_pytest_httpx(httpx_mock: Any) -> None:
     with retry_testing() as log, httpx.Client(transport=transport) as client:
         assert client.get("https://api.example.com/").json() == {"ok": True}
     assert len(log.waits) == 1 and log.waits[0] >= 120.0
+
+
+def test_deadline_counts_the_skipped_waits() -> None:
+    """Testing mode stops where production would: the deadline sees the planned waits."""
+    from tests.harness import FakeClock
+
+    def run(testing: bool) -> tuple[int, rt.StopReason]:
+        clock = FakeClock()  # moves only when the transport really sleeps
+        transport = rt.RetryTransport(flaky(503), jitter="none", base_delay=0.4,
+                                      max_attempts=5, deadline=1.0, sleep=clock.sleep,
+                                      clock=clock)
+        with httpx.Client(transport=transport) as client:
+            if testing:
+                with retry_testing():
+                    response = client.get("https://api.example.com/")
+            else:
+                response = client.get("https://api.example.com/")
+        info = rt.retry_info(response)
+        assert info is not None
+        return info.attempts, info.stop_reason
+
+    # 0.4 then 0.8 s: the second wait would end at 1.2 s, past the deadline.
+    assert run(testing=False) == run(testing=True) == (2, rt.StopReason.DEADLINE)
+
+
+def test_no_cooldown_is_started_in_testing_mode() -> None:
+    """Time stands still in testing mode, so a Retry-After cannot hold later requests."""
+    count = [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        count[0] += 1
+        if count[0] == 1:
+            return httpx.Response(503, headers={"Retry-After": "30"})
+        return httpx.Response(200)
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), max_attempts=1)
+    with retry_testing() as log, httpx.Client(transport=transport) as client:
+        for _ in range(4):
+            client.get("https://api.example.com/")
+    assert log.waits == []
+    assert transport._controller.cooldowns == {}
+
+
+def test_blocks_closed_out_of_order_leave_no_stale_mode() -> None:
+    """Two threads' blocks may end in any order; once both end, testing mode is off."""
+    import threading
+
+    from retry_transport import testing
+
+    entered_a, entered_b, exited_a = threading.Event(), threading.Event(), threading.Event()
+
+    def thread_a() -> None:
+        with retry_testing():
+            entered_a.set()
+            entered_b.wait(5)
+        exited_a.set()
+
+    def thread_b() -> None:
+        entered_a.wait(5)
+        with retry_testing() as log_b:
+            entered_b.set()
+            exited_a.wait(5)
+            assert testing.active is log_b
+
+    threads = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert testing.active is None

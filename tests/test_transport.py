@@ -791,3 +791,121 @@ def test_retry_info_of_anything_else_is_none() -> None:
     assert rt.retry_info(httpx.Response(200)) is None
     assert rt.retry_info(ValueError()) is None
     assert rt.retry_info("text") is None
+
+
+# -- configuration errors found in review ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"auto_idempotency_key": "no"}, "auto_idempotency_key"),
+        ({"sleep": 5}, "sleep"),
+        ({"clock": "x"}, "clock"),
+        ({"wallclock": 1.0}, "wallclock"),
+        ({"hooks": 5}, "hooks"),
+        ({"jitter": ["full"]}, "jitter"),
+        ({"retry_statuses": [[503]]}, "retry_statuses"),
+        ({"cooldown": 1}, "cooldown"),
+        ({"budget": 500}, "budget"),
+        ({"rng": 42}, "rng"),
+        ({"policy": {"max_attempts": 2}}, "policy"),
+    ],
+)
+@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
+def test_bad_transport_options_name_the_field(cls: Any, kwargs: dict[str, Any], field: str) -> None:
+    """Every option is checked at construction, with a ValueError that names it."""
+    with pytest.raises(ValueError, match=field):
+        cls(**kwargs)
+
+
+def test_wrong_kind_of_inner_transport() -> None:
+    """A sync retry transport over an async transport (or the reverse) fails at once."""
+    with pytest.raises(ValueError, match="AsyncRetryTransport"):
+        rt.RetryTransport(httpx.AsyncHTTPTransport())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="RetryTransport"):
+        rt.AsyncRetryTransport(httpx.HTTPTransport())  # type: ignore[arg-type]
+
+
+def test_async_hooks_are_refused() -> None:
+    """A hook is called, never awaited: a coroutine function would silently do nothing."""
+    async def hook(event: rt.RetryEvent) -> None:
+        pass
+
+    class Hook:
+        async def __call__(self, event: rt.RetryEvent) -> None:
+            pass
+
+    for bad in (hook, Hook()):
+        with pytest.raises(ValueError, match="never awaited"):
+            rt.AsyncRetryTransport(hooks=[bad])
+
+
+def test_redacted_urls_keep_ipv6_brackets_and_encoding(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Logged URLs stay valid URLs: IPv6 brackets, percent-encoding, no secrets."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    events: list[rt.RetryEvent] = []
+    handler, _ = script(503, 200)
+    harness.send(harness.transport(handler, hooks=events.append),
+                 url="http://user:pw@[::1]:8080/a%3Fb/c?token=secret#frag")
+    assert events[0].url == "http://[::1]:8080/a%3Fb/c"
+    assert httpx.URL(events[0].url).host == "::1"
+    assert "secret" not in caplog.text and "pw" not in caplog.text
+
+
+@pytest.mark.parametrize("length", ["\xb2", "1e3", "-1", " ", "12abc"])
+def test_malformed_content_length_never_raises(harness: Harness, length: str) -> None:
+    """A garbage Content-Length (from an ASGI app or a custom transport) is ignored."""
+    count = [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        count[0] += 1
+        return httpx.Response(503 if count[0] == 1 else 200, content=b"x",
+                              headers={"Content-Length": length.encode("latin-1")})
+
+    transport = harness.transport(handler, retry_body_errors=True)
+    if harness.mode == "sync":
+        response = transport.handle_request(  # type: ignore[union-attr]
+            httpx.Request("GET", "https://api.example.com/"))
+    else:
+        async def main() -> httpx.Response:
+            return await transport.handle_async_request(  # type: ignore[union-attr]
+                httpx.Request("GET", "https://api.example.com/"))
+
+        response = harness.run(main)
+    assert response.status_code == 200
+    assert count[0] == 2
+
+
+@pytest.mark.anyio
+async def test_cancelled_while_buffering_closes_the_body(anyio_backend: str) -> None:
+    """Cancellation while reading the body in the loop still closes the response."""
+    import anyio
+
+    closed: list[str] = []
+
+    class Slow(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b"a"
+            await anyio.sleep(3600)
+            yield b"b"
+
+        async def aclose(self) -> None:
+            closed.append("closed")
+
+    transport = rt.AsyncRetryTransport(
+        httpx.MockTransport(lambda r: httpx.Response(200, stream=Slow())),
+        retry_body_errors=True,
+    )
+    with anyio.move_on_after(0.05):
+        await transport.handle_async_request(httpx.Request("GET", "https://api.example.com/"))
+    assert closed == ["closed"]
+
+
+def test_contact_may_carry_a_display_name(harness: Harness) -> None:
+    """From takes a mailbox, so "Name <address>" is accepted and sent as given."""
+    handler, seen = script(200)
+    harness.send(harness.transport(handler, contact="Ops Team <ops@example.com>"))
+    assert seen[0].headers["from"] == "Ops Team <ops@example.com>"

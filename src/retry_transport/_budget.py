@@ -57,6 +57,12 @@ class RetryBudget:
         self.retry_cost = _amount("retry_cost", retry_cost)
         self.timeout_retry_cost = _amount("timeout_retry_cost", timeout_retry_cost)
         self.success_refund = _amount("success_refund", success_refund)
+        for name in ("retry_cost", "timeout_retry_cost"):
+            if getattr(self, name) > self.capacity:
+                raise ValueError(
+                    f"{name} ({getattr(self, name):g}) must not exceed capacity "
+                    f"({self.capacity:g}): no retry could ever be paid for"
+                )
         self._tokens = self.capacity
         self._lock = threading.Lock()
 

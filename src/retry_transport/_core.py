@@ -31,6 +31,7 @@ Rules of the decision, in the order they are checked (first match wins):
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import random
@@ -38,6 +39,7 @@ import sysconfig
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import httpx
@@ -122,20 +124,25 @@ def retry_info(obj: object) -> RetryInfo | None:
 
 
 def redact_url(url: httpx.URL) -> str:
-    """The URL without userinfo and query string, which may hold secrets."""
-    port = f":{url.port}" if url.port is not None else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
+    """The URL without userinfo, query string and fragment, which may hold secrets."""
+    path = url.raw_path.split(b"?", 1)[0].decode("ascii")
+    return f"{url.scheme}://{url.netloc.decode('ascii')}{path}"
 
 
 def _origin(url: httpx.URL) -> str:
+    """``scheme://host:port``, the port spelt out (IPv6 hosts in brackets)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
     port = url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
-    return f"{url.scheme}://{url.host}:{port}"
+    return f"{url.scheme}://{host}:{port}"
 
 
-def should_drain(response: httpx.Response) -> bool:
-    """Whether to read a discarded response's body before closing it (see DRAIN_MAX_BYTES)."""
-    length = _header(response, b"content-length")
-    return length is not None and length.isdigit() and int(length) <= DRAIN_MAX_BYTES
+def _length(response: httpx.Response) -> int | None:
+    """The declared body length, or ``None`` when absent or malformed."""
+    value = _header(response, b"content-length")
+    if value is None:
+        return None
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _replayable(stream: object) -> bool:
@@ -196,13 +203,13 @@ class Controller:
         self._lock = threading.Lock()
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
-        self.requests = _counter()
+        self.request_counter = _counter()
         self._retries = _counter()
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
         # so one object serves every such response.
-        self.single: dict[int, RetryInfo] = {}
+        self.single_infos: dict[int, RetryInfo] = {}
 
     # -- per request -------------------------------------------------------------------
 
@@ -221,24 +228,24 @@ class Controller:
 
     def single_info(self, status: int) -> RetryInfo:
         """The metadata of a first-attempt outcome that is not retried (shared, immutable)."""
-        info = self.single.get(status)
+        info = self.single_infos.get(status)
         if info is None:
             reason = SUCCESS if status < 400 else NOT_RETRYABLE
             info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
-            self.single[status] = info
+            self.single_infos[status] = info
         return info
 
     # -- cooldowns ---------------------------------------------------------------------
 
     def cooldown_left(self, origin: str, now: float) -> float:
         until = self.cooldowns.get(origin)
-        if until is None:
-            return 0.0
-        if until <= now:
-            # Another thread may have extended it meanwhile; only drop what is stale.
+        if until is None or until <= now:
+            # Drop what has expired (any origin), so that requests go back to the quick
+            # path once every cooldown is over, and the table does not grow without bound.
             with self._lock:
-                if self.cooldowns.get(origin, now + 1.0) <= now:
-                    del self.cooldowns[origin]
+                for key, value in list(self.cooldowns.items()):
+                    if value <= now:
+                        del self.cooldowns[key]
             return 0.0
         return until - now
 
@@ -276,6 +283,16 @@ class Controller:
                     None,
                 )
             )
+
+    def note_cooldown(self, call: RetryCall, origin: str, wait: float) -> None:
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "Holding %s %s for %.3f s: %s asked for quiet (Retry-After)",
+                call.request.method, redact_url(call.request.url), wait, origin,
+            )
+        if self.hooks:
+            url = redact_url(call.request.url)
+            self._emit(RetryEvent("cooldown", call.request.method, url, 0, wait, None, None, None))
 
     def note_finish(self, call: RetryCall, info: RetryInfo, failed_retryable: bool) -> None:
         reason = info.stop_reason
@@ -334,14 +351,14 @@ class Controller:
 
     def stats(self) -> RetryStats:
         with self._lock:
-            requests = next(self.requests) - self._draws
+            requests = next(self.request_counter) - self._draws
             retries = next(self._retries) - self._draws
             self._draws += 1
             gave_up = dict(self._gave_up)
         return RetryStats(
             requests=requests,
             retries=retries,
-            gave_up=gave_up,
+            gave_up=MappingProxyType(gave_up),
             budget_tokens=None if self.budget is None else self.budget.tokens,
             retry_rate=retries / requests if requests else 0.0,
         )
@@ -352,7 +369,7 @@ class _Progress:
     so a request that succeeds at once never pays for it."""
 
     __slots__ = ("body", "budget_cost", "deadline_at", "extensions", "history", "previous",
-                 "total_wait")
+                 "skipped", "total_wait")
 
     def __init__(self, base_delay: float) -> None:
         self.history: list[Attempt] = []
@@ -363,6 +380,8 @@ class _Progress:
         self.body: bool | None = None  # RetryInfo.body_buffered
         # The caller's extensions, while attempts carry clipped timeouts (deadline).
         self.extensions: dict[str, Any] | None = None
+        # Seconds of waiting that testing mode skipped: the deadline still counts them.
+        self.skipped = 0.0
 
 
 class RetryCall:
@@ -393,7 +412,7 @@ class RetryCall:
         self.policy = policy
         if controller.contact is not None or controller.auto_idempotency_key:
             controller.prepare(request, policy)
-        next(controller.requests)
+        next(controller.request_counter)
 
     def _state(self) -> _Progress:
         progress = self._progress
@@ -417,7 +436,7 @@ class RetryCall:
             progress = self._state()
             progress.deadline_at = now + deadline
             progress.extensions = self.request.extensions
-        if not controller.cooldowns:
+        if not controller.cooldowns or not self.enabled or not self.policy.respect_retry_after:
             return None
         origin = _origin(self.request.url)
         wait = controller.cooldown_left(origin, now)
@@ -441,6 +460,7 @@ class RetryCall:
             controller.note_finish(self, info, failed_retryable=True)
             raise error
         self._state().total_wait += wait
+        controller.note_cooldown(self, origin, wait)
         return self._to_sleep(wait)
 
     def attempt_request(self) -> httpx.Request:
@@ -451,7 +471,7 @@ class RetryCall:
             return request
         # The same request object every time (whatever the inner transport caches on it,
         # such as a body it read, stays with it); the caller's extensions come back at the end.
-        remaining = progress.deadline_at - self._controller.clock()
+        remaining = progress.deadline_at - self._controller.clock() - progress.skipped
         timeouts = _clipped_timeouts(progress.extensions.get("timeout"), remaining)
         request.extensions = {**progress.extensions, "timeout": timeouts}
         return request
@@ -470,15 +490,30 @@ class RetryCall:
         if not policy.retry_body_errors or response.status_code in policy.retry_statuses:
             return None
         limit = policy.max_body_buffer
-        length = response.headers.get("content-length")
-        if length is not None and length.strip().isdigit() and int(length) > limit:
+        length = _length(response)
+        if length is not None and length > limit:
             self._state().body = False
             return 0
         return limit
 
+    def should_drain(self, response: httpx.Response) -> bool:
+        """Whether to read a discarded response's body before closing it: a small declared
+        body (``DRAIN_MAX_BYTES``), and no deadline (a slow body could outlast it)."""
+        progress = self._progress
+        if progress is not None and progress.deadline_at is not None:
+            return False
+        length = _length(response)
+        return length is not None and length <= DRAIN_MAX_BYTES
+
     def body_read(self, complete: bool) -> None:
         """The driver read the body: whole (True), or only up to the limit (False)."""
         self._state().body = complete
+
+    def _attempt_over(self) -> None:
+        """The caller's own extensions (timeouts) go back on the request after each attempt."""
+        progress = self._progress
+        if progress is not None and progress.extensions is not None:
+            self.request.extensions = progress.extensions
 
     def on_response(self, response: httpx.Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
@@ -488,7 +523,7 @@ class RetryCall:
             if self._progress is None:
                 # The common case, kept short: one attempt, nothing waited, nothing to retry.
                 controller = self._controller
-                info = controller.single.get(status) or controller.single_info(status)
+                info = controller.single_infos.get(status) or controller.single_info(status)
                 try:
                     response.extensions["retry"] = info
                 except TypeError:
@@ -497,9 +532,11 @@ class RetryCall:
                 if budget is not None and status < 400:
                     budget.release(budget.success_refund)
                 return None
+            self._attempt_over()
             reason = SUCCESS if status < 400 else NOT_RETRYABLE
             self._finish(reason, response, status, None, None, failed_retryable=False)
             return None
+        self._attempt_over()
         retry_after = None
         if policy.respect_retry_after:
             value = _header(response, b"retry-after")
@@ -510,6 +547,7 @@ class RetryCall:
                 if (
                     retry_after is not None
                     and controller.cooldown
+                    and self._testing is None  # time stands still in testing mode
                     and status in COOLDOWN_STATUSES
                     and retry_after <= policy.max_retry_after
                 ):
@@ -522,6 +560,7 @@ class RetryCall:
 
     def on_error(self, exc: Exception) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
+        self._attempt_over()
         name = type(exc).__name__
         if not isinstance(exc, RETRYABLE_ERRORS):
             self._finish(NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
@@ -576,7 +615,8 @@ class RetryCall:
             backoff = compute_backoff(policy, attempt - 1, progress.previous, rng)
             wait = backoff + (retry_after or 0.0)
             deadline_at = progress.deadline_at
-            if deadline_at is not None and controller.clock() + wait >= deadline_at:
+            now = controller.clock() + progress.skipped
+            if deadline_at is not None and now + wait >= deadline_at:
                 reason = DEADLINE
             elif controller.budget is not None:
                 cost = controller.budget.acquire(timeout=timeout)
@@ -597,6 +637,7 @@ class RetryCall:
         if self._testing is None:
             return wait
         self._testing.record(wait)
+        self._state().skipped += wait
         return 0.0
 
     def _finish(
@@ -612,8 +653,6 @@ class RetryCall:
         progress = self._state()
         progress.history.append(Attempt(status, error, retry_after, 0.0))
         history = tuple(progress.history)
-        if progress.extensions is not None:
-            self.request.extensions = progress.extensions
         info = RetryInfo(
             len(history), len(history) - 1, history, progress.total_wait, reason, progress.body
         )
@@ -654,9 +693,18 @@ def _hooks(value: Iterable[RetryHook] | RetryHook | None) -> tuple[RetryHook, ..
     if value is None:
         return ()
     if callable(value):
-        return (value,)
-    hooks = tuple(value)
+        value = [value]
+    try:
+        hooks = tuple(value)
+    except TypeError:
+        raise ValueError(f"hooks must be a callable or a list of them, got {value!r}") from None
     for hook in hooks:
         if not callable(hook):
             raise ValueError(f"hooks must be callables, got {hook!r}")
+        # A coroutine function, or an object whose __call__ is one.
+        if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(type(hook).__call__):
+            raise ValueError(
+                f"hooks must be plain functions, got the coroutine function {hook!r}: "
+                "a hook is called, never awaited (hand the event to a queue or task instead)"
+            )
     return hooks

@@ -25,3 +25,11 @@ class CooldownError(httpx.TransportError):
         super().__init__(message, request=request)
         self.origin = origin
         self.remaining = remaining
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only arguments: pickle and copy need to be told how to rebuild it.
+        return (_rebuild, (str(self), self.origin, self.remaining, self.request), self.__dict__)
+
+
+def _rebuild(message: str, origin: str, remaining: float, request: httpx.Request) -> CooldownError:
+    return CooldownError(message, origin=origin, remaining=remaining, request=request)

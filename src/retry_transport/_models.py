@@ -68,12 +68,14 @@ class RetryInfo:
         attempts: attempts made, the first one included.
         retries: attempts after the first (``attempts - 1``).
         history: one :class:`Attempt` per attempt, oldest first.
-        total_wait: seconds slept between attempts (cooldown wait included).
+        total_wait: seconds slept in all: between attempts, and before the first one when
+            its origin was cooling down (that wait is in no ``Attempt``).
         stop_reason: why no further attempt was made.
         body_buffered: with ``retry_body_errors``, True when the final response's body was
             read inside the retry loop, False when it was larger than ``max_body_buffer`` and
             handed over as a stream (errors reading it are then not retried); ``None`` when
-            the body was left to the caller.
+            the body was left to the caller (the option is off, or the final response has a
+            retryable status that was not retried).
     """
 
     attempts: int
@@ -89,8 +91,10 @@ class RetryEvent:
     """What a hook receives: a retry was scheduled, or the transport gave up.
 
     Attributes:
-        kind: ``"retry"`` (another attempt follows after ``wait`` seconds) or
-            ``"give_up"`` (the request ended unsuccessfully after or instead of a retry).
+        kind: ``"retry"`` (another attempt follows after ``wait`` seconds),
+            ``"give_up"`` (the request ended unsuccessfully after or instead of a retry), or
+            ``"cooldown"`` (the request waits ``wait`` seconds before its first attempt,
+            because its origin asked for quiet with ``Retry-After``; ``attempt`` is 0).
         method: the request method.
         url: the request URL without userinfo and query string.
         attempt: the number of the attempt that just failed (1 for the first).
@@ -100,7 +104,7 @@ class RetryEvent:
         stop_reason: why the transport gave up (``None`` for a retry).
     """
 
-    kind: Literal["retry", "give_up"]
+    kind: Literal["retry", "give_up", "cooldown"]
     method: str
     url: str
     attempt: int
@@ -115,8 +119,10 @@ class RetryStats:
     """A snapshot of one transport's counters.
 
     Attributes:
-        requests: requests handled (first attempts).
-        retries: retries made (attempts after the first).
+        requests: requests handled: first attempts, and requests a cooldown refused before
+            their first attempt.
+        retries: retries scheduled (attempts after the first; one cancelled during its wait
+            still counts).
         gave_up: per stop reason, requests that ended unsuccessfully after or instead of a
             retry.
         budget_tokens: tokens left in the retry budget, or ``None`` without a budget.

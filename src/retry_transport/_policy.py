@@ -7,7 +7,7 @@ import math
 import random
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 __all__ = [
@@ -33,7 +33,7 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 #: The longest time any field may name, in seconds (about 31 years): far beyond any sane
 #: wait, and well within what ``time.sleep`` and the event loops accept.
-MAX_SECONDS: Final = 1e9
+MAX_FIELD_SECONDS: Final = 1e9
 
 
 def _number(name: str, value: object, *, allow_none: bool = False) -> float | None:
@@ -41,8 +41,10 @@ def _number(name: str, value: object, *, allow_none: bool = False) -> float | No
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
-        raise ValueError(f"{name} must be a number of seconds in 0..{MAX_SECONDS:g}, got {value!r}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_FIELD_SECONDS:
+        raise ValueError(
+            f"{name} must be a number of seconds in 0..{MAX_FIELD_SECONDS:g}, got {value!r}"
+        )
     return float(value)
 
 
@@ -92,8 +94,6 @@ class RetryPolicy:
     deadline: float | None = None
     retry_body_errors: bool = False
     max_body_buffer: int = 10 * 1024 * 1024
-    # Derived once, at construction: the header name in lower case (or None).
-    _idempotency_key: str | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
@@ -105,10 +105,9 @@ class RetryPolicy:
         header = self.idempotency_header
         if header is not None and (not isinstance(header, str) or not _TOKEN.fullmatch(header)):
             raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
-        setattr_(self, "_idempotency_key", header.lower() if header else None)
         for name in ("base_delay", "max_delay", "max_retry_after"):
             setattr_(self, name, _number(name, getattr(self, name)))
-        if self.jitter not in _JITTERS:
+        if not isinstance(self.jitter, str) or self.jitter not in _JITTERS:
             raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {self.jitter!r}")
         for name in ("respect_retry_after", "retry_body_errors"):
             if not isinstance(getattr(self, name), bool):
@@ -152,11 +151,11 @@ FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RetryPolicy) if f.i
 def _statuses(value: Iterable[int]) -> frozenset[int]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValueError(f"retry_statuses must be a set of status codes, got {value!r}")
-    result = frozenset(value)
-    for status in result:
+    items = list(value)
+    for status in items:
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
             raise ValueError(f"retry_statuses must hold integers in 100..599, got {status!r}")
-    return result
+    return frozenset(items)
 
 
 def _methods(value: Iterable[str]) -> frozenset[str]:

@@ -8,6 +8,7 @@ The two ``handle_*`` loops differ only in ``await``.
 from __future__ import annotations
 
 import enum
+import importlib.util
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ import email_validator
 import httpx
 
 from ._budget import RetryBudget
-from ._core import Controller, RetryCall, RetryHook, _hooks, should_drain
+from ._core import Controller, RetryCall, RetryHook, _hooks
 from ._models import RetryStats
 from ._policy import FIELDS, RetryPolicy
 
@@ -28,6 +29,9 @@ __all__ = ["AsyncRetryTransport", "RetryTransport"]
 
 class _Default(enum.Enum):
     BUDGET = "default budget"
+
+    def __repr__(self) -> str:
+        return "RetryBudget()"  # what it stands for: a fresh budget of the transport's own
 
 
 #: The default for ``budget=``: each transport owns a fresh ``RetryBudget()``.
@@ -78,11 +82,26 @@ def _split_keywords(
     return policy_fields, transport_kwargs
 
 
+def _checked(transport_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The inner transport's keywords, with httpx.Client's own check for HTTP/2 support."""
+    if transport_kwargs.get("http2") and importlib.util.find_spec("h2") is None:
+        raise ImportError(
+            "Using http2=True, but the 'h2' package is not installed. "
+            "Make sure to install httpx using `pip install httpx[http2]`."
+        )
+    return transport_kwargs
+
+
 def _check_contact(contact: str | None) -> str | None:
     if contact is None:
         return None
     try:
-        email_validator.validate_email(contact, check_deliverability=False)
+        # Syntax only: no DNS look-up, internal domains (ops@build.local) allowed, and the
+        # "Name <address>" form that From accepts (RFC 9110 section 10.1.2, mailbox).
+        email_validator.validate_email(
+            contact, check_deliverability=False, globally_deliverable=False,
+            allow_display_name=True,
+        )
     except email_validator.EmailNotValidError as exc:
         raise ValueError(f"contact is not a valid e-mail address: {exc}") from None
     return contact
@@ -97,6 +116,7 @@ def _controller(
     cooldown: bool,
     hooks: Iterable[RetryHook] | RetryHook | None,
     rng: random.Random | None,
+    sleep: object,
     clock: Callable[[], float],
     wallclock: Callable[[], float] | None,
     contact: str | None,
@@ -120,6 +140,13 @@ def _controller(
         raise ValueError(f"rng must be a random.Random, got {rng!r}")
     if not isinstance(cooldown, bool):
         raise ValueError(f"cooldown must be True or False, got {cooldown!r}")
+    if not isinstance(auto_idempotency_key, bool):
+        raise ValueError(
+            f"auto_idempotency_key must be True or False, got {auto_idempotency_key!r}"
+        )
+    for name, function in (("sleep", sleep), ("clock", clock), ("wallclock", wallclock)):
+        if function is not None and not callable(function):
+            raise ValueError(f"{name} must be a function, got {function!r}")
     return Controller(
         base,
         budget=budget,
@@ -129,7 +156,7 @@ def _controller(
         clock=clock,
         wallclock=wallclock if wallclock is not None else time.time,
         contact=_check_contact(contact),
-        auto_idempotency_key=bool(auto_idempotency_key),
+        auto_idempotency_key=auto_idempotency_key,
     )
 
 
@@ -210,6 +237,12 @@ async def _abuffer(response: httpx.Response, limit: int) -> bool:
     return False
 
 
+async def _aclose(response: httpx.Response) -> None:
+    """Close a response even while the task is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await response.aclose()
+
+
 class _Common:
     _controller: Controller
 
@@ -287,13 +320,20 @@ class RetryTransport(_Common, httpx.BaseTransport):
             cooldown=cooldown,
             hooks=hooks,
             rng=rng,
+            sleep=sleep,
             clock=clock or time.monotonic,
             wallclock=wallclock,
             contact=contact,
             auto_idempotency_key=auto_idempotency_key,
         )
         if transport is None:
-            transport = httpx.HTTPTransport(**transport_kwargs)
+            transport = httpx.HTTPTransport(**_checked(transport_kwargs))
+        elif not isinstance(transport, httpx.BaseTransport):
+            raise ValueError(
+                f"transport must be a sync httpx.BaseTransport, got {transport!r}"
+                + (": use AsyncRetryTransport" if hasattr(transport, "handle_async_request")
+                   else "")
+            )
         self._transport = transport
         self._sleep = sleep if sleep is not None else time.sleep
 
@@ -322,11 +362,14 @@ class RetryTransport(_Common, httpx.BaseTransport):
                         if wait is None:
                             raise
                         continue
+                    except BaseException:
+                        response.close()
+                        raise
             wait = call.on_response(response)
             if wait is None:
                 return response
             try:
-                if should_drain(response):
+                if call.should_drain(response):
                     response.read()  # a small body: keep its connection for reuse
             except Exception:
                 pass  # a broken body is as good as discarded
@@ -387,13 +430,19 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
             cooldown=cooldown,
             hooks=hooks,
             rng=rng,
+            sleep=sleep,
             clock=clock or anyio.current_time,
             wallclock=wallclock,
             contact=contact,
             auto_idempotency_key=auto_idempotency_key,
         )
         if transport is None:
-            transport = httpx.AsyncHTTPTransport(**transport_kwargs)
+            transport = httpx.AsyncHTTPTransport(**_checked(transport_kwargs))
+        elif not isinstance(transport, httpx.AsyncBaseTransport):
+            raise ValueError(
+                f"transport must be an httpx.AsyncBaseTransport, got {transport!r}"
+                + (": use RetryTransport" if hasattr(transport, "handle_request") else "")
+            )
         self._transport = transport
         self._sleep = sleep if sleep is not None else anyio.sleep
 
@@ -417,21 +466,24 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
                     try:
                         call.body_read(await _abuffer(response, limit))
                     except Exception as exc:
-                        await response.aclose()
+                        await _aclose(response)
                         wait = call.on_error(exc)
                         if wait is None:
                             raise
                         continue
+                    except BaseException:
+                        await _aclose(response)
+                        raise
             wait = call.on_response(response)
             if wait is None:
                 return response
             try:
-                if should_drain(response):
+                if call.should_drain(response):
                     await response.aread()  # a small body: keep its connection for reuse
             except Exception:
                 pass  # a broken body is as good as discarded
             finally:
-                await response.aclose()
+                await _aclose(response)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

@@ -15,6 +15,8 @@ source, and can be made to try fewer (or exactly N) times::
 
 With pytest, the ``retry_testing`` fixture (installed with the package) does the same for a
 whole test. Deadlines and metadata see the planned waits; only the sleeping is skipped.
+Since time stands still, no origin cooldown is started while testing mode is on. The retry
+budget is spent as usual: a transport shared between tests shares its budget too.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ class TestingLog:
 
 
 _lock = threading.Lock()
-#: The log of the innermost active ``retry_testing`` block, read by the transports.
+#: The blocks now open, oldest first. Threads and tasks may close them in any order.
+_open: list[TestingLog] = []
+#: The log of the most recently opened block still open, read by the transports.
 active: TestingLog | None = None
 
 
@@ -82,8 +86,8 @@ def retry_testing(
         seed: the seed of the random source jitter is drawn from. Default 0.
 
     Yields:
-        The :class:`TestingLog` that collects the waits. Blocks nest; the previous mode comes
-        back when a block ends.
+        The :class:`TestingLog` that collects the waits. Blocks nest, and may be closed in any
+        order (threads, tasks): the transports use the most recently opened block still open.
     """
     global active
     if attempts is not None and (
@@ -92,9 +96,11 @@ def retry_testing(
         raise ValueError(f"attempts must be an integer >= 1 or None, got {attempts!r}")
     log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed))
     with _lock:
-        previous, active = active, log
+        _open.append(log)
+        active = log
     try:
         yield log
     finally:
         with _lock:
-            active = previous
+            _open.remove(log)
+            active = _open[-1] if _open else None

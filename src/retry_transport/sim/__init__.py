@@ -1,7 +1,7 @@
-"""The retry storm simulator: the seed's animation, replayed through the real transport.
+"""The retry-storm simulator: the classic animation, replayed through the real transport.
 
-``python -m retry_transport.sim`` prints the seed's table as measured; the functions here
-run the same scenarios from tests and notebooks::
+``python -m retry_transport.sim`` prints the retry-storm table as measured; the functions
+here run the same scenarios from tests and notebooks::
 
     from retry_transport import RetryPolicy
     from retry_transport.sim import run_storm, storm_stats
@@ -48,10 +48,11 @@ The sustained-outage model (:func:`run_outage`) is described in its docstring.
 
 try:
     import trio as _trio
-except ImportError as exc:  # pragma: no cover - trio comes with the dev extra
+except ImportError:  # pragma: no cover - trio comes with the dev extra
     raise ImportError(
-        "retry_transport.sim runs in trio's virtual time and needs trio: pip install trio"
-    ) from exc
+        "retry_transport.sim runs in trio's virtual time and needs trio: "
+        "pip install 'retry-transport[sim]'"
+    ) from None
 
 from ._dist import storm_stats
 from ._outage import run_outage

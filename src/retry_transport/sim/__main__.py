@@ -1,6 +1,6 @@
-"""``python -m retry_transport.sim``: the seed's retry-storm table, measured, and more.
+"""``python -m retry_transport.sim``: the classic retry-storm table, measured, and more.
 
-Without policy options it prints the seed's four steps as measured, the step-4 distribution,
+Without policy options it prints the storm's four steps as measured, the step-4 distribution,
 a comparison of jitters and of the library's defaults, and a sustained outage with and
 without a retry budget. With policy options it runs that policy instead.
 """
@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast, get_args
 
 from .._budget import RetryBudget
@@ -36,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m retry_transport.sim",
         description=(
-            "Simulate the retry storm of the seed's animation with the real "
-            "AsyncRetryTransport in virtual time. Without policy options: the seed's table, "
+            "Simulate the classic retry storm (six clients, a four-call service) with the real "
+            "AsyncRetryTransport in virtual time. Without policy options: the storm's table, "
             "measured, then jitters, library defaults and a sustained outage compared. "
             "With any policy or scenario option: that policy alone (unset policy fields "
             "take RetryPolicy() defaults)."
@@ -60,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot", metavar="FILE.png", help="draw the runs' frames (matplotlib)")
     parser.add_argument("--no-outage", action="store_true", help="skip the outage scenario")
     policy = parser.add_argument_group(
-        "your policy (any option here or below runs it instead of the seed's table)"
+        "your policy (any option here or below runs it instead of the storm's table)"
     )
     policy.add_argument("--max-attempts", type=int)
     policy.add_argument("--jitter", choices=sorted(get_args(Jitter)))
@@ -130,15 +131,15 @@ def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormR
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
 
-    out.append("The seed's table, measured: " + _scenario(6, 4, 0.1, 2.0))
+    out.append("The retry-storm table, measured: " + _scenario(6, 4, 0.1, 2.0))
     out.append("")
     out.append(seed_table(steps))
     out.append("")
     step4_stats = stats_from_rows(specs[0], args.seed, results[0])
     out.append("Step 4 " + stats_lines(step4_stats, mark=19))
     out.append(
-        "  (the seed: median 19 of 20,000 runs. P(attempts <= 19) is close to 0.5 here, so "
-        "a sample's median is 19 or 20)"
+        "  (the published figure: median 19 of 20,000 runs. P(attempts <= 19) is close to 0.5 "
+        "here, so a sample's median is 19 or 20)"
     )
     out.append("")
     rows: list[tuple[str, StormStats]] = [
@@ -148,7 +149,7 @@ def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormR
     for comparison, spec, found in zip(COMPARISONS[1:], specs[1:], found_rows, strict=True):
         rows.append((comparison.label, stats_from_rows(spec, args.seed, found)))
     out.append(
-        f"Beyond the seed: other policies in the same storm ({compare_runs:,} runs each, "
+        f"Beyond the table: other policies in the same storm ({compare_runs:,} runs each, "
         f"seeds {args.seed}-{args.seed + compare_runs - 1})"
     )
     out.append(stats_table(rows))
@@ -226,6 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_matplotlib()  # before the work, not after it
         except RuntimeError as exc:
             parser.error(str(exc))
+        target = Path(args.plot)
+        if not target.parent.is_dir():
+            parser.error(f"--plot: no such directory: {target.parent}")
+        if target.suffix.lower() not in {".png", ".svg", ".pdf"}:
+            parser.error(f"--plot: give a .png, .svg or .pdf file name, got {args.plot!r}")
     started = time.perf_counter()
     out: list[str] = []
     try:

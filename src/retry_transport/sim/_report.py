@@ -114,7 +114,7 @@ def _note(step: Step, run: StormResult) -> str:
 
 
 def seed_table(steps: Sequence[tuple[Step, StormResult]]) -> str:
-    """The seed's table: step, policy, attempts, succeeded, note."""
+    """The storm's table: step, policy, attempts, succeeded, note."""
     rows = [
         [
             str(step.number),

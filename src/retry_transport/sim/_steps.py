@@ -1,4 +1,4 @@
-"""The seed's four steps as data, and the search that found the representative seed."""
+"""The storm's four steps as data, and the search that found the representative seed."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ UNCAPPED: Final = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One row of the seed's table: a policy and the scenario it runs in."""
+    """One row of the storm's table: a policy and the scenario it runs in."""
 
     number: int
     label: str
@@ -70,10 +70,10 @@ STEPS: Final = (
     ),
 )
 
-#: The seed's step-4 frame: five clients succeed on attempt 3 of 5, one on attempt 4.
+#: The animation's step-4 frame: five clients succeed on attempt 3 of 5, one on attempt 4.
 REPRESENTATIVE_PATTERN: Final = (3, 3, 3, 3, 3, 4)
 
-#: The step-4 run shown as the seed's frame. Found by ``find_seed(STEPS[3].policy)``: the
+#: The step-4 run shown as the animation's frame. Found by ``find_seed(STEPS[3].policy)``: the
 #: first seed from 0 up whose run takes 19 attempts, clients 1 to 5 succeeding on attempt 3
 #: and client 6 on attempt 4 (the animation's order), all by 0.75 s. Not tuned otherwise.
 REPRESENTATIVE_SEED: Final = 21
