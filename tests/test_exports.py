@@ -44,3 +44,11 @@ def test_version() -> None:
     from importlib.metadata import version
 
     assert rt.__version__ == version("retry-transport")
+
+
+def test_transport_options_cover_every_keyword() -> None:
+    """The typed keywords are exactly the policy fields and the inner transport's keywords."""
+    from retry_transport._policy import FIELDS
+    from retry_transport._transports import TRANSPORT_KEYWORDS, TransportOptions
+
+    assert set(TransportOptions.__annotations__) == FIELDS | TRANSPORT_KEYWORDS

@@ -11,9 +11,9 @@ import enum
 import importlib.util
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 import anyio
 import email_validator
@@ -22,7 +22,10 @@ import httpx
 from ._budget import RetryBudget
 from ._core import Controller, RetryCall, RetryHook, _hooks
 from ._models import RetryStats
-from ._policy import FIELDS, RetryPolicy
+from ._policy import FIELDS, Jitter, RetryPolicy
+
+if TYPE_CHECKING:  # typing.Unpack is new in Python 3.11; nothing is imported at run time
+    from typing_extensions import Unpack
 
 __all__ = ["AsyncRetryTransport", "RetryTransport"]
 
@@ -58,8 +61,38 @@ TRANSPORT_KEYWORDS: Final = frozenset(
 BudgetArg = RetryBudget | None | Literal[_Default.BUDGET]
 
 
+class TransportOptions(TypedDict, total=False):
+    """The keywords the transports take besides their own: :class:`RetryPolicy` fields, and
+    (without an inner transport) the keywords of ``httpx.HTTPTransport``. Spelt out so that a
+    type checker catches a misspelt or mistyped keyword."""
+
+    max_attempts: int
+    retry_statuses: Iterable[int]
+    retry_methods: Iterable[str]
+    idempotency_header: str | None
+    base_delay: float
+    max_delay: float
+    jitter: Jitter
+    respect_retry_after: bool
+    max_retry_after: float
+    deadline: float | None
+    retry_body_errors: bool
+    max_body_buffer: int
+    verify: Any
+    cert: Any
+    http1: bool
+    http2: bool
+    limits: httpx.Limits
+    trust_env: bool
+    proxy: Any
+    uds: str | None
+    local_address: str | None
+    retries: int
+    socket_options: Any
+
+
 def _split_keywords(
-    kwargs: dict[str, Any], transport: object
+    kwargs: Mapping[str, Any], transport: object
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     policy_fields: dict[str, Any] = {}
     transport_kwargs: dict[str, Any] = {}
@@ -309,7 +342,7 @@ class RetryTransport(_Common, httpx.BaseTransport):
         sleep: Callable[[float], object] | None = None,
         clock: Callable[[], float] | None = None,
         wallclock: Callable[[], float] | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[TransportOptions],
     ) -> None:
         policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
         self._controller = _controller(
@@ -419,7 +452,7 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
         sleep: Callable[[float], Awaitable[object]] | None = None,
         clock: Callable[[], float] | None = None,
         wallclock: Callable[[], float] | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[TransportOptions],
     ) -> None:
         policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
         self._controller = _controller(

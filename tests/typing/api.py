@@ -80,3 +80,12 @@ def simulator() -> None:
     median: float = stats.attempts_summary.median
     amplification: float = run_outage(budget=None).amplification
     del attempts, median, amplification
+
+
+def misspelt_keywords_are_caught() -> None:
+    # The ignores are the test: with warn_unused_ignores (strict), mypy fails if these lines
+    # ever stop being errors.
+    rt.RetryTransport(max_attemps=5)  # type: ignore[call-arg]
+    rt.RetryTransport(max_attempts="5")  # type: ignore[arg-type]
+    rt.AsyncRetryTransport(jitter="wobbly")  # type: ignore[arg-type]
+    rt.RetryTransport(http2=True, limits=httpx.Limits(max_connections=5), deadline=2.0)
