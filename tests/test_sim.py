@@ -1,4 +1,4 @@
-"""The storm simulator: the seed's figures, reproduced through the real transport.
+"""The storm simulator: the published retry-storm figures, reproduced through the real transport.
 
 Every scenario runs in trio's virtual time, so nothing here sleeps; the slowest test (1,000
 seeded storm runs) takes about two seconds of CPU.
@@ -109,9 +109,9 @@ def test_full_jitter_distribution_has_the_known_shape() -> None:
 
 
 def test_full_jitter_median_over_the_seeds_20000_runs() -> None:
-    """The seed's own sample size. P(attempts <= 19) is about 0.50 (0.502 over 200,000 runs
-    of the independent model), so the median is 19 or 20; over 20,000 runs the share is
-    within 3 standard errors (0.0035) of 0.502."""
+    """The published figure's sample size. P(attempts <= 19) is about 0.50 (0.502 over
+    200,000 runs of the independent model), so the median is 19 or 20; over 20,000 runs the
+    share is within 3 standard errors (0.0035) of 0.502."""
     stats = storm_stats(STEP4.policy, runs=20_000, seed=0, progress=False)
     at_most_19 = sum(1 for a in stats.attempts if a <= 19) / stats.runs
     assert abs(at_most_19 - 0.502) <= 3 * math.sqrt(0.25 / stats.runs)
