@@ -260,39 +260,30 @@ class Controller:
         self, call: RetryCall, attempt: int, wait: float, status: int | None, error: str | None
     ) -> None:
         next(self._retries)
-        if logger.isEnabledFor(logging.INFO):
+        log = logger.isEnabledFor(logging.INFO)
+        if not log and not self.hooks:
+            return
+        method, url = call.request.method, redact_url(call.request.url)
+        if log:
             logger.info(
                 "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
-                call.request.method,
-                redact_url(call.request.url),
-                status or error,
-                attempt,
-                call.policy.max_attempts,
-                wait,
+                method, url, status or error, attempt, call.policy.max_attempts, wait,
             )
         if self.hooks:
-            self._emit(
-                RetryEvent(
-                    "retry",
-                    call.request.method,
-                    redact_url(call.request.url),
-                    attempt,
-                    wait,
-                    status,
-                    error,
-                    None,
-                )
-            )
+            self._emit(RetryEvent("retry", method, url, attempt, wait, status, error, None))
 
     def note_cooldown(self, call: RetryCall, origin: str, wait: float) -> None:
-        if logger.isEnabledFor(logging.INFO):
+        log = logger.isEnabledFor(logging.INFO)
+        if not log and not self.hooks:
+            return
+        method, url = call.request.method, redact_url(call.request.url)
+        if log:
             logger.info(
                 "Holding %s %s for %.3f s: %s asked for quiet (Retry-After)",
-                call.request.method, redact_url(call.request.url), wait, origin,
+                method, url, wait, origin,
             )
         if self.hooks:
-            url = redact_url(call.request.url)
-            self._emit(RetryEvent("cooldown", call.request.method, url, 0, wait, None, None, None))
+            self._emit(RetryEvent("cooldown", method, url, 0, wait, None, None, None))
 
     def note_finish(self, call: RetryCall, info: RetryInfo, failed_retryable: bool) -> None:
         reason = info.stop_reason

@@ -234,40 +234,40 @@ def _buffer(response: httpx.Response, limit: int) -> bool:
     """
     stream = response.stream
     assert isinstance(stream, httpx.SyncByteStream)
+    if limit <= 0:
+        return False
     head: list[bytes] = []
     size = 0
-    if limit > 0:
-        chunks = iter(stream)
-        for chunk in chunks:
-            head.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                response.stream = _SyncTail(head, chunks, stream)
-                return False
-        stream.close()
-        response.stream = httpx.ByteStream(b"".join(head))
-        return True
-    return False
+    chunks = iter(stream)
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            response.stream = _SyncTail(head, chunks, stream)
+            return False
+    stream.close()
+    response.stream = httpx.ByteStream(b"".join(head))
+    return True
 
 
 async def _abuffer(response: httpx.Response, limit: int) -> bool:
     """The async twin of :func:`_buffer`."""
     stream = response.stream
     assert isinstance(stream, httpx.AsyncByteStream)
+    if limit <= 0:
+        return False
     head: list[bytes] = []
     size = 0
-    if limit > 0:
-        chunks = aiter(stream)
-        async for chunk in chunks:
-            head.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                response.stream = _AsyncTail(head, chunks, stream)
-                return False
-        await stream.aclose()
-        response.stream = httpx.ByteStream(b"".join(head))
-        return True
-    return False
+    chunks = aiter(stream)
+    async for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            response.stream = _AsyncTail(head, chunks, stream)
+            return False
+    await stream.aclose()
+    response.stream = httpx.ByteStream(b"".join(head))
+    return True
 
 
 async def _aclose(response: httpx.Response) -> None:
