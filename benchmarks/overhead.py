@@ -77,6 +77,9 @@ TARGET_ASYNC_US = 2.5
 TARGET_LOOPBACK_RATIO = 1.02
 TARGET_MEMORY_BYTES = 1024 * 1024
 TARGET_RETRY_US = 10.0
+#: Cooling origins in section 5, and the most they may add to a request to another origin.
+COOLING_ORIGINS = 10_000
+TARGET_COOLDOWN_US = 1.0
 
 # Requests per arm per turn within a round (a few milliseconds each).
 BLOCK_DIRECT = 250
@@ -982,6 +985,48 @@ def run_retry(report: Report, settings: Settings, peers: Peers) -> None:
     asyncio.run(run_async())
 
 
+def _cooling_transport(origins: int) -> tuple[rt.RetryTransport, float]:
+    """A transport whose table holds ``origins`` origins cooling down for an hour, each
+    started by a real 503 with Retry-After; returns it and the seconds building it took."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host.startswith("cool-"):
+            return httpx.Response(503, headers={"Retry-After": "3600"})
+        return httpx.Response(200, content=b"ok")
+
+    transport = rt.RetryTransport(
+        httpx.MockTransport(handler), max_attempts=1, max_retry_after=3600
+    )
+    start = time.perf_counter()
+    for i in range(origins):
+        transport.handle_request(httpx.Request("GET", f"https://cool-{i}.example.com/")).close()
+    seconds = time.perf_counter() - start
+    assert len(transport._controller.cooldowns) == origins
+    return transport, seconds
+
+
+def run_cooldowns(report: Report, settings: Settings) -> None:
+    quiet = rt.RetryTransport(httpx.MockTransport(_ok))
+    cooling, seconds = _cooling_transport(COOLING_ORIGINS)
+    print(
+        f"\n(section 5: {COOLING_ORIGINS} cooling origins built in {seconds * 1e3:.0f} ms, "
+        f"{seconds * 1e6 / COOLING_ORIGINS:.1f} us per 503)"
+    )
+    report.add(
+        "cooldown-table",
+        measure_sync(
+            f"[5] sync, a request to another origin while {COOLING_ORIGINS} origins cool down",
+            {
+                "no cooldowns": _direct_sync(quiet.handle_request, _request()),
+                f"{COOLING_ORIGINS} cooling": _direct_sync(cooling.handle_request, _request()),
+            },
+            settings.requests,
+            BLOCK_DIRECT,
+            settings,
+        ),
+    )
+
+
 def run_memory(report: Report, settings: Settings) -> None:
     n = settings.memory_requests
     print(f"\n[4] memory: {n} successful requests, handle_request called directly")
@@ -1103,6 +1148,18 @@ def print_targets(report: Report, peers: Peers) -> None:
                 f"{growth / 1024:.1f} KiB (retained {report.memory.retained / 1024:.1f} KiB)",
             )
         )
+    cooling = results.get("cooldown-table")
+    if cooling is not None:
+        arm = f"{COOLING_ORIGINS} cooling"
+        overhead = cooling.overhead_us(arm)
+        lines.append(
+            _check(
+                f"cooldowns: {COOLING_ORIGINS} cooling origins add <= {TARGET_COOLDOWN_US} us "
+                "to a request elsewhere",
+                overhead <= TARGET_COOLDOWN_US,
+                f"{overhead:+.2f} us ({_iqr_us(cooling, arm)})",
+            )
+        )
     print("\n".join(lines + info))
 
 
@@ -1148,6 +1205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.server:
         run_loopback(report, settings, peers)
     run_retry(report, settings, peers)
+    run_cooldowns(report, settings)
     run_memory(report, settings)
     print_targets(report, peers)
     print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")

@@ -33,21 +33,23 @@ def test_other_requests_wait_out_the_cooldown(harness: Harness, status: int) -> 
     """After a 429/503 with Retry-After, the next request to that origin waits first."""
     log: list[tuple[str, float]] = []
     first = httpx.Response(status, headers={"Retry-After": "5"})
-    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    transport = harness.transport(router(log, harness, first), max_attempts=1,
+                                  jitter="none", base_delay=0.25)
     assert harness.send(transport, url=A).status_code == status  # not retried, cooldown set
     response = harness.send(transport, url=A)
     assert response.status_code == 200
-    assert harness.waits == [5.0]
-    assert log == [("a.example.com", 1000.0), ("a.example.com", 1005.0)]
+    # The server's 5 s are the floor; the first backoff step (0.25 s, no jitter) comes on top.
+    assert harness.waits == [5.25]
+    assert log == [("a.example.com", 1000.0), ("a.example.com", 1005.25)]
     info = rt.retry_info(response)
-    assert info is not None and info.total_wait == 5.0 and info.attempts == 1
+    assert info is not None and info.total_wait == 5.25 and info.attempts == 1
 
 
 def test_other_origins_are_unaffected(harness: Harness) -> None:
     """The cooldown is per origin: scheme, host and port."""
     log: list[tuple[str, float]] = []
     first = httpx.Response(503, headers={"Retry-After": "5"})
-    transport = harness.transport(router(log, harness, first), max_attempts=1)
+    transport = harness.transport(router(log, harness, first), max_attempts=1, base_delay=0.0)
     harness.send(transport, url=A)
     harness.send(transport, url=B)
     harness.send(transport, url="http://a.example.com/items")  # another scheme
@@ -185,15 +187,15 @@ def test_cooldown_wait_is_logged_and_told_to_hooks(
     log: list[tuple[str, float]] = []
     first = httpx.Response(429, headers={"Retry-After": "45"})
     transport = harness.transport(router(log, harness, first), max_attempts=1,
-                                  hooks=events.append)
+                                  hooks=events.append, jitter="none", base_delay=0.5)
     harness.send(transport, url=A)
     caplog.set_level(logging.INFO, logger="retry_transport")
     harness.send(transport, url="https://a.example.com/health?key=secret")
-    assert "Holding GET https://a.example.com/health for 45.000 s" in caplog.text
+    assert "Holding GET https://a.example.com/health for 45.500 s" in caplog.text
     assert "secret" not in caplog.text
     cooldowns = [e for e in events if e.kind == "cooldown"]
     assert len(cooldowns) == 1
-    assert (cooldowns[0].attempt, cooldowns[0].wait) == (0, 45.0)
+    assert (cooldowns[0].attempt, cooldowns[0].wait) == (0, 45.5)
 
 
 @pytest.mark.parametrize("override", [False, {"respect_retry_after": False}])
@@ -217,6 +219,49 @@ def test_expired_cooldowns_are_dropped(harness: Harness) -> None:
     harness.clock.now += 2
     harness.send(transport, url=B)  # another origin: the stale entry is dropped anyway
     assert transport._controller.cooldowns == {}
+
+
+def test_the_jitter_on_top_of_a_cooldown_counts_against_the_deadline(harness: Harness) -> None:
+    """A deadline the server's quiet fits in, but not the jitter on top, fails fast."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1,
+                                  jitter="none", base_delay=1.0)
+    harness.send(transport, url=A)
+    with pytest.raises(rt.CooldownError, match="deadline") as caught:
+        harness.send(transport, url=A, extensions={"retry": {"deadline": 5.5}})
+    assert caught.value.remaining == 5.0  # what the origin asked for, without the jitter
+    assert harness.waits == [] and len(log) == 1
+    response = harness.send(transport, url=A, extensions={"retry": {"deadline": 6.5}})
+    assert response.status_code == 200 and harness.waits == [6.0]
+
+
+def test_requests_held_by_one_cooldown_come_back_spread_out() -> None:
+    """Thirty requests held by one Retry-After: 1 reach the server over the first backoff
+    step after it, not in one instant."""
+    starts: list[float] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        starts.append(anyio.current_time())
+        if len(starts) == 1:
+            return httpx.Response(429, headers={"Retry-After": "1"})
+        return httpx.Response(200)
+
+    async def main() -> None:
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), max_attempts=1,
+                                           base_delay=0.5)
+        async with httpx.AsyncClient(transport=transport) as client:
+            await client.get(A)
+            async with anyio.create_task_group() as group:
+                for _ in range(30):
+                    group.start_soon(client.get, A)
+
+    anyio.run(main, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+    held = starts[1:]
+    assert len(held) == 30
+    assert all(1.0 <= t <= 1.5 for t in held), held  # the floor, plus at most base_delay
+    assert max(held) - min(held) > 0.25  # full jitter spreads them over the step
+    assert len(set(held)) == 30
 
 
 def test_ipv6_origin(harness: Harness) -> None:

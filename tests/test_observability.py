@@ -165,3 +165,46 @@ def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> N
         thread.join()
     assert transport.stats.requests == 4000
     assert transport.stats.requests == 4000  # reading does not count as a request
+
+
+def test_refusals_are_logged_once_then_summarised(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """250 requests the budget refuses: one WARNING, then one summary line per 10 s of the
+    transport's clock, per origin; hooks and stats still see every refusal."""
+    caplog.set_level(logging.WARNING, logger="retry_transport")
+    events: list[rt.RetryEvent] = []
+    handler, _ = script(503)
+    budget = rt.RetryBudget(capacity=5, retry_cost=5, timeout_retry_cost=5)
+    transport = harness.transport(handler, budget=budget, max_attempts=2, hooks=events.append)
+    harness.send(transport)  # spends the whole budget on its one retry
+    caplog.clear()
+    for i in range(250):
+        if i == 100:
+            harness.clock.now += 10.0
+        harness.send(transport)
+    harness.send(transport, url="https://other.example.com/")  # another origin: its own line
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("Giving up on GET https://api.example.com/items after 1 attempt")
+    assert "(budget_exhausted)" in lines[0]
+    assert lines[1] == (
+        "Gave up on 100 more request(s) to https://api.example.com:443 without a retry "
+        "in the last 10 s (budget_exhausted)"
+    )
+    assert lines[2].startswith("Giving up on GET https://other.example.com/")
+    give_ups = [e for e in events if e.kind == "give_up"]
+    assert len(give_ups) == 1 + 250 + 1
+    assert transport.stats.gave_up[rt.StopReason.BUDGET_EXHAUSTED] == 251
+
+
+def test_path_parameters_are_not_logged(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """;jsessionid=... in a path is a secret like a query string: dropped from logs and hooks."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    events: list[rt.RetryEvent] = []
+    handler, seen = script(503, 200)
+    harness.send(harness.transport(handler, hooks=events.append),
+                 url="https://api.example.com/a;jsessionid=SECRET1/b;v=SECRET2/c?q=SECRET3")
+    assert events[0].url == "https://api.example.com/a/b/c"
+    assert "SECRET" not in caplog.text
+    assert str(seen[-1].url).count("SECRET") == 3  # the request itself is untouched

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
 import math
+import pickle
 import random
+import typing
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 
 import retry_transport as rt
-from retry_transport._policy import compute_backoff
+from retry_transport._policy import FIELDS, compute_backoff
 
 
 def test_defaults() -> None:
@@ -55,6 +60,11 @@ def test_collections_are_normalised() -> None:
         ("max_attempts", "3"),
         ("retry_statuses", [99]),
         ("retry_statuses", [600]),
+        ("retry_statuses", [200]),  # retrying a success would send the request again
+        ("retry_statuses", [100]),
+        ("retry_statuses", [304]),
+        ("retry_statuses", [399]),
+        ("retry_statuses", [503, 201]),
         ("retry_statuses", ["503"]),
         ("retry_statuses", 503),
         ("retry_statuses", "503"),
@@ -89,6 +99,74 @@ def test_replace_rejects_unknown_fields() -> None:
     """A typo in a field name is an error, not a silent no-op."""
     with pytest.raises(ValueError, match="max_attempt"):
         rt.RetryPolicy().replace(max_attempt=5)
+
+
+def test_retry_statuses_hold_only_error_statuses() -> None:
+    """retry_statuses takes 400..599 only, and the error says so, however the policy is made."""
+    assert rt.RetryPolicy(retry_statuses=[400, 599]).retry_statuses == {400, 599}
+    with pytest.raises(ValueError, match=r"retry_statuses must hold integers in 400\.\.599"):
+        rt.RetryPolicy(retry_statuses={200})
+    policy = rt.RetryPolicy()
+    with pytest.raises(ValueError, match="retry_statuses"):
+        policy.replace(retry_statuses={200, 503})
+    with pytest.raises(ValueError, match="retry_statuses"):
+        policy.with_override({"retry_statuses": [302]})
+    with pytest.raises(ValueError, match="retry_statuses"):
+        dataclasses.replace(policy, retry_statuses=frozenset({399}))
+
+
+def test_constructor_annotations_take_iterables() -> None:
+    """The constructor is typed to take any iterable; the attributes are typed frozensets."""
+    init = typing.get_type_hints(rt.RetryPolicy.__init__)
+    attributes = typing.get_type_hints(rt.RetryPolicy)
+    assert init["retry_statuses"] == Iterable[int]
+    assert init["retry_methods"] == Iterable[str]
+    assert attributes["retry_statuses"] == frozenset[int]
+    assert attributes["retry_methods"] == frozenset[str]
+
+
+def test_constructor_matches_the_fields() -> None:
+    """The written-out __init__ takes the fields in order, with the fields' defaults."""
+    fields = dataclasses.fields(rt.RetryPolicy)
+    parameters = list(inspect.signature(rt.RetryPolicy).parameters.values())
+    assert [p.name for p in parameters] == [f.name for f in fields]
+    assert [p.default for p in parameters] == [f.default for f in fields]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters)
+    assert FIELDS == {f.name for f in fields}
+    assert rt.RetryPolicy(5, [503]) == rt.RetryPolicy(max_attempts=5, retry_statuses={503})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: p.replace(retry_statuses=[500, 500], retry_methods=("get", "post")),
+        lambda p: dataclasses.replace(p, retry_statuses=[500], retry_methods=["get", "POST"]),
+        lambda p: p.with_override({"retry_statuses": (s for s in [500]),
+                                   "retry_methods": iter(["Get", "post"])}),
+        lambda p: rt.RetryPolicy(retry_statuses=range(500, 501), retry_methods={"get": 1,
+                                                                              "post": 2}),
+    ],
+)
+def test_every_way_of_making_a_policy_keeps_frozensets(
+    make: Callable[[rt.RetryPolicy], rt.RetryPolicy],
+) -> None:
+    """replace(), dataclasses.replace(), overrides and the constructor all store frozensets."""
+    policy = make(rt.RetryPolicy(max_attempts=4))
+    assert type(policy.retry_statuses) is frozenset and policy.retry_statuses == {500}
+    assert type(policy.retry_methods) is frozenset and policy.retry_methods == {"GET", "POST"}
+    assert policy == rt.RetryPolicy(max_attempts=policy.max_attempts, retry_statuses={500},
+                                    retry_methods={"GET", "POST"})
+    assert hash(policy) == hash(rt.RetryPolicy(max_attempts=policy.max_attempts,
+                                               retry_statuses={500},
+                                               retry_methods={"GET", "POST"}))
+
+
+def test_a_policy_survives_copy_and_pickle() -> None:
+    """copy and pickle do not go through __init__, and still give an equal policy."""
+    policy = rt.RetryPolicy(retry_statuses=[503], retry_methods=["post"], deadline=2)
+    for clone in (copy.copy(policy), copy.deepcopy(policy), pickle.loads(pickle.dumps(policy))):
+        assert clone == policy and type(clone.retry_statuses) is frozenset
+        assert clone.deadline == 2.0 and type(clone.deadline) is float
 
 
 def test_empty_collections_mean_empty() -> None:

@@ -40,6 +40,65 @@ def test_contact_check_needs_no_network() -> None:
     rt.RetryTransport(contact="ops@no-such-domain.invalid-tld-for-tests.example")
 
 
+@pytest.mark.parametrize("address", ["Ops@Example.COM", "Ops Team <ops@example.com>",
+                                     '"Ops, Team" <ops@example.com>', "<ops@example.com>"])
+def test_ascii_contact_is_sent_as_written(harness: Harness, address: str) -> None:
+    """An ASCII address or "Name <address>" reaches the server exactly as given."""
+    handler, seen = script(200)
+    harness.send(harness.transport(handler, contact=address))
+    assert seen[0].headers["from"] == address
+
+
+@pytest.mark.parametrize(("address", "sent"), [
+    ("ops@exämple.com", "ops@xn--exmple-cua.com"),
+    ("ops@ＥＸＡＭＰＬＥ.com", "ops@example.com"),
+    ("Ops Team <ops@exämple.com>", "Ops Team <ops@xn--exmple-cua.com>"),
+    ('"Ops, Team" <ops@bücher.example>', '"Ops, Team" <ops@xn--bcher-kva.example>'),
+])
+def test_internationalised_domain_is_sent_in_its_ascii_form(
+    harness: Harness, address: str, sent: str
+) -> None:
+    """A domain that is not ASCII goes out in its IDNA form, on every attempt, as ASCII bytes."""
+    handler, seen = script(503, 200)
+    response = harness.send(harness.transport(handler, contact=address))
+    assert response.status_code == 200
+    assert [r.headers["from"] for r in seen] == [sent] * 2
+    assert dict(seen[0].headers.raw)[b"From"] == sent.encode("ascii")
+
+
+def test_surrounding_spaces_are_not_sent(harness: Harness) -> None:
+    """Spaces around the contact are dropped, since a header value cannot start or end with one."""
+    handler, seen = script(200)
+    harness.send(harness.transport(handler, contact="  Ops <ops@example.com> "))
+    assert seen[0].headers["from"] == "Ops <ops@example.com>"
+
+
+@pytest.mark.parametrize("address", ["zoë@example.com", "Ops <zoë@exämple.com>",
+                                     '"Zoë" <ops@example.com>', "Zoë Team <ops@example.com>"])
+@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
+def test_contact_that_cannot_be_ascii_is_refused(cls: type, address: str) -> None:
+    """A local part or display name outside ASCII is refused at construction, not per request."""
+    with pytest.raises(ValueError, match="^contact .*not ASCII"):
+        cls(contact=address)
+
+
+@pytest.mark.parametrize("address", ["Ops\r\n <ops@example.com>", "Ops\t<ops@example.com>",
+                                     "ops@example.com\r\nX-Admin: 1", "Ops\x7f <ops@example.com>"])
+@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
+def test_contact_with_a_control_character_is_refused(cls: type, address: str) -> None:
+    """CR, LF, tab and other control characters never reach a header."""
+    with pytest.raises(ValueError, match="^contact contains the control character"):
+        cls(contact=address)
+
+
+@pytest.mark.parametrize("value", [42, b"ops@example.com", ["ops@example.com"]])
+@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
+def test_contact_that_is_not_a_str_is_a_value_error(cls: type, value: object) -> None:
+    """A contact that is not a str is refused with a ValueError that names the option."""
+    with pytest.raises(ValueError, match="^contact must be an e-mail address"):
+        cls(contact=value)
+
+
 UUID_KEY = re.compile(r'^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$')
 
 

@@ -1,6 +1,7 @@
 """Hostile input, no network: property tests with hypothesis.
 
-- ``parse_retry_after`` and ``parse_http_date`` take any text, any clock and any ``Date``
+- ``parse_retry_after`` and ``parse_http_date`` take any text (as ``str``, as ``bytes``, or
+  ``None``), any clock (``nan``, infinities, integers too big for a float) and any ``Date``
   header without raising, and never give a negative or non-finite wait.
 - The transports (sync, and async on asyncio and trio) driven over ``MockTransport`` by
   arbitrary sequences of statuses, ``Retry-After`` and ``Date`` values, errors, body errors,
@@ -88,10 +89,32 @@ nows = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.floats(min_value=YEAR_1 - 10**6, max_value=YEAR_9999 + 10**6),
     st.integers(-(10**20), 10**20),
-    st.sampled_from([0.0, -0.0, YEAR_1, YEAR_9999, 1.7e9, -1e-300, 5e-324]),
+    st.integers(-(10**400), 10**400),  # mostly too big for a float
+    st.sampled_from([0.0, -0.0, YEAR_1, YEAR_9999, 1.7e9, -1e-300, 5e-324, 10**400,
+                     -(10**400), 2**1024, -(2**1024), math.inf, -math.inf, math.nan,
+                     -1e300, 1e300]),
 )
 date_headers = st.one_of(st.none(), http_dates, broken_dates, st.text(max_size=60),
                          st.sampled_from(SPECIALS))
+
+
+def as_bytes(text: str) -> bytes:
+    """Header bytes for a text: Latin-1 when it fits (as a server would send), else UTF-8."""
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
+
+
+#: What ``response.headers.get()`` or the raw headers give: text, bytes, or no header.
+header_values = st.one_of(
+    retry_after_values,
+    retry_after_values.map(as_bytes),
+    st.binary(max_size=60),
+    st.none(),
+)
+date_header_values = st.one_of(date_headers, date_headers.map(lambda d: d and as_bytes(d)),
+                               st.binary(max_size=40))
 
 
 def usable(result: float | None) -> bool:
@@ -102,20 +125,39 @@ def usable(result: float | None) -> bool:
 
 
 @SETTINGS
-@given(value=retry_after_values, now=nows, date=date_headers)
+@given(value=header_values, now=nows, date=date_header_values)
 @example(value="Sunday, 06-Nov-94 08:49:37 GMT", now=YEAR_9999 - 86400, date=None)
 @example(value="Sun, 06 Nov 1994 08:49:37 GMT", now=YEAR_9999,
          date="Sunday, 06-Nov-94 08:49:37 GMT")
+@example(value="Sun, 06 Nov 1994 08:49:37 GMT", now=10**400, date=None)
+@example(value=b"Sun, 06 Nov 1994 08:49:37 GMT", now=-(10**400),
+         date=b"Sun, 06 Nov 1994 08:49:07 GMT")
+@example(value=None, now=math.nan, date=None)
 def test_parse_retry_after_never_raises_nor_gives_a_bad_wait(
-    value: str, now: float, date: str | None
+    value: str | bytes | None, now: float, date: str | bytes | None
 ) -> None:
-    """Any text, any Date header, any clock: None, or a finite wait >= 0."""
+    """Any text or bytes or none, any Date header, any clock: None, or a finite wait >= 0."""
     assert usable(rt.parse_retry_after(value, now=now, date=date))
 
 
 @SETTINGS
-@given(value=st.one_of(retry_after_values, date_headers.filter(bool)), now=nows)
-def test_parse_http_date_never_raises(value: str, now: float) -> None:
+@given(value=retry_after_values, now=nows, date=date_headers)
+@example(value="\u2008 5", now=0.0, date=None)
+@example(value="Mon, 01 Jan 2001 00:00:00 GMT", now=0.0,
+         date="Mon, 01 Jan 2001 00:00:00 GMT\u3000")
+def test_bytes_mean_what_their_text_means(value: str, now: float, date: str | None) -> None:
+    """Header bytes (Latin-1, or UTF-8 read as Latin-1, as malformed as its text) parse alike."""
+    as_text = rt.parse_retry_after(value, now=now, date=date)
+    encoded_date = None if date is None else as_bytes(date)
+    assert rt.parse_retry_after(as_bytes(value), now=now, date=encoded_date) == as_text
+
+
+@SETTINGS
+@given(value=st.one_of(header_values, date_header_values.filter(bool)), now=nows)
+@example(value="Sunday, 06-Nov-94 08:49:37 GMT", now=10**400)
+@example(value=b"Sunday, 06-Nov-94 08:49:37 GMT", now=math.inf)
+def test_parse_http_date_never_raises(value: str | bytes | None, now: float) -> None:
+    """Any text or bytes or none and any clock: None, or an aware UTC datetime."""
     result = rt.parse_http_date(value, now=now)
     assert result is None or (result.tzinfo is not None and result.utcoffset() == timedelta(0))
 
@@ -180,8 +222,11 @@ outcomes = st.lists(
 policies = st.builds(
     rt.RetryPolicy,
     max_attempts=st.integers(1, 6),
+    # Only error statuses may be retried; the answers still include every status.
     retry_statuses=st.one_of(st.just(rt.DEFAULT_RETRY_STATUSES),
-                             st.frozensets(st.integers(100, 599), max_size=6)),
+                             st.frozensets(st.integers(400, 599), max_size=6),
+                             st.frozensets(st.sampled_from([400, 404, 408, 429, 500, 502, 503,
+                                                            504, 599]), max_size=4)),
     retry_methods=st.one_of(st.just(rt.DEFAULT_RETRY_METHODS),
                             st.frozensets(st.sampled_from(METHODS), max_size=4)),
     idempotency_header=st.sampled_from(["Idempotency-Key", "X-Request-Id", None]),
@@ -413,6 +458,9 @@ def check(scenario: Scenario, run: Run, transport: Any, result: Any) -> None:
         assert attempt.wait <= policy.max_delay + extra or math.isclose(
             attempt.wait, policy.max_delay + extra)
     assert math.isfinite(info.total_wait) and info.total_wait >= 0.0
+    # A success, a redirect or an informational response is never retried.
+    for item in run.served[:-1]:
+        assert not (isinstance(item, Answer) and item.status < 400), run.served
     # What may not be sent twice is sent at most once, unless nothing was sent.
     key = policy.idempotency_header and (scenario.key or "").strip()
     idempotent = scenario.method in policy.retry_methods or bool(key)
@@ -437,6 +485,7 @@ def check(scenario: Scenario, run: Run, transport: Any, result: Any) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios)
 def test_the_transport_survives_anything(mode: str, scenario: Scenario) -> None:
+    """Any script of answers, errors and policies: every invariant in check() holds."""
     run, transport, result = drive(scenario, mode)
     check(scenario, run, transport, result)
 

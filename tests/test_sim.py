@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 import math
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -301,6 +303,28 @@ def test_command_runs_your_policy(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert f"One run (seed 2): {expected.attempts} attempts" in out
     assert "over 30 runs" in out.lower()
+
+
+def test_every_command_option_is_described(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every option the usage line lists has a description in --help."""
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    usage, _, body = capsys.readouterr().out.partition("\n\n")
+    listed = set(re.findall(r"\[(--[a-z][\w-]*)", usage))
+    assert {"--runs", "--plot", "--max-attempts", "--jitter", "--clients", "--outage"} <= listed
+    # An option's line gives its description after two spaces or more, or the next line does.
+    option = re.compile(r"^  (?:-\w, )?(--[a-z][\w-]*)(?: \S+)?(?: {2,}(\S.*))?$")
+    lines = body.splitlines() + [""]
+    described: dict[str, str] = {}
+    for line, following in itertools.pairwise(lines):
+        if found := option.match(line):
+            wrapped = following.strip() if following.startswith(" " * 4) else ""
+            described[found.group(1)] = found.group(2) or wrapped
+    assert sorted(name for name in listed if not described.get(name)) == []
 
 
 def test_plot_without_matplotlib_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -909,3 +909,52 @@ def test_contact_may_carry_a_display_name(harness: Harness) -> None:
     handler, seen = script(200)
     harness.send(harness.transport(handler, contact="Ops Team <ops@example.com>"))
     assert seen[0].headers["from"] == "Ops Team <ops@example.com>"
+
+
+# -- misuse that used to fail late or silently -------------------------------------------
+
+
+def test_a_coroutine_sleep_is_refused_by_the_sync_transport() -> None:
+    """RetryTransport(sleep=asyncio.sleep) would never wait: refused at construction."""
+    import asyncio
+
+    class AsyncSleeper:
+        async def __call__(self, seconds: float) -> None:
+            pass
+
+    for bad in (asyncio.sleep, AsyncSleeper()):
+        with pytest.raises(ValueError, match="sleep must be a plain function"):
+            rt.RetryTransport(sleep=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_sync_sleep_is_refused_by_the_async_transport_on_first_use(
+    anyio_backend: str,
+) -> None:
+    """AsyncRetryTransport(sleep=<a sync function>) says so, naming sleep, when it first waits."""
+    slept: list[float] = []
+    handler, seen = script(503, 200)
+    transport = rt.AsyncRetryTransport(
+        httpx.MockTransport(handler), sleep=slept.append  # type: ignore[arg-type]
+    )
+    request = httpx.Request("GET", "https://api.example.com/")
+    with pytest.raises(TypeError, match="sleep must be an async function"):
+        await transport.handle_async_request(request)
+    assert slept == [pytest.approx(slept[0])] and len(seen) == 1
+
+
+@pytest.mark.parametrize("value", ["print", b"hook"])
+def test_a_string_is_not_a_list_of_hooks(value: Any) -> None:
+    """hooks="print" names the mistake: a string, not a list of callables."""
+    with pytest.raises(ValueError, match="got the string"):
+        rt.RetryTransport(hooks=value)
+
+
+@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
+def test_the_signature_says_each_transport_gets_its_own_budget(cls: Any) -> None:
+    """help() must not read as one shared default budget."""
+    import inspect
+
+    default = inspect.signature(cls).parameters["budget"].default
+    assert repr(default) == "<a new RetryBudget() for each transport>"
+    assert cls().budget is not cls().budget

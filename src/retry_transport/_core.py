@@ -31,16 +31,21 @@ Rules of the decision, in the order they are checked (first match wins):
 
 from __future__ import annotations
 
+import heapq
 import inspect
+import io
 import itertools
 import logging
 import random
+import re
+import ssl
 import sysconfig
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import httpx
 
@@ -72,6 +77,13 @@ COOLDOWN_STATUSES: Final = frozenset({429, 503})
 #: before it is closed, so its keep-alive connection goes back to the pool instead of being
 #: torn down (a retry storm should not add connection handshakes to the load).
 DRAIN_MAX_BYTES: Final = 64 * 1024
+#: ... and draining it takes at most this many seconds: a body that trickles in (each chunk
+#: just inside the read timeout) is dropped with its connection instead of holding the retry.
+DRAIN_MAX_SECONDS: Final = 0.25
+
+#: Seconds between two WARNING lines for the same stop reason and origin, when requests are
+#: refused a retry (budget exhausted, unsafe method, ...): the lines in between are counted.
+REFUSAL_LOG_INTERVAL: Final = 10.0
 
 _INFO_ATTRIBUTE: Final = "_retry_transport_info"
 
@@ -111,6 +123,39 @@ def _counter() -> Iterator[int]:
     return itertools.count()
 
 
+#: Metadata of exceptions that refuse new attributes (frozen dataclasses, ``__slots__``),
+#: by ``id``: kept beside the exception while it lives, never set on it.
+_side_infos: dict[int, tuple[weakref.ref[BaseException], RetryInfo]] = {}
+
+
+def _remember(exc: BaseException, info: RetryInfo) -> None:
+    """Attach ``info`` to ``exc``, on it when it allows, beside it otherwise."""
+    try:
+        setattr(exc, _INFO_ATTRIBUTE, info)
+        return
+    except Exception:  # FrozenInstanceError, AttributeError from __slots__, anything
+        pass
+    key = id(exc)
+
+    def forget(_: object, key: int = key) -> None:
+        _side_infos.pop(key, None)
+
+    try:
+        _side_infos[key] = (weakref.ref(exc, forget), info)
+    except TypeError:  # an exception type without weak references: nothing is kept
+        pass
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is None:
+        return
+    try:
+        add_note(note)
+    except Exception:  # an exception that refuses __notes__ goes without the note
+        pass
+
+
 def retry_info(obj: object) -> RetryInfo | None:
     """Return the :class:`RetryInfo` of a response or of an exception raised by a transport.
 
@@ -120,12 +165,23 @@ def retry_info(obj: object) -> RetryInfo | None:
         info = obj.extensions.get("retry")
         return info if isinstance(info, RetryInfo) else None
     info = getattr(obj, _INFO_ATTRIBUTE, None)
+    if info is None and isinstance(obj, BaseException):
+        entry = _side_infos.get(id(obj))
+        if entry is not None and entry[0]() is obj:
+            info = entry[1]
     return info if isinstance(info, RetryInfo) else None
 
 
+#: Path parameters (``;jsessionid=...``) in a path segment: dropped from logged URLs.
+_PATH_PARAMETERS: Final = re.compile(r";[^/]*")
+
+
 def redact_url(url: httpx.URL) -> str:
-    """The URL without userinfo, query string and fragment, which may hold secrets."""
+    """The URL without userinfo, path parameters, query string and fragment, which may
+    hold secrets."""
     path = url.raw_path.split(b"?", 1)[0].decode("ascii")
+    if ";" in path:
+        path = _PATH_PARAMETERS.sub("", path)
     return f"{url.scheme}://{url.netloc.decode('ascii')}{path}"
 
 
@@ -145,21 +201,52 @@ def _length(response: httpx.Response) -> int | None:
     return int(value) if value.isascii() and value.isdigit() else None
 
 
+def _rewinds(file: object) -> bool:
+    """Whether a file object provably goes back to its start, as httpx rewinds it before
+    each send: it says it is seekable, and a trial rewind to 0 works (httpx itself
+    swallows a failed rewind, and would send an empty or partial part)."""
+    seekable = getattr(file, "seekable", None)
+    if not callable(seekable):
+        return False
+    try:
+        if seekable() is not True:
+            return False
+        file.seek(0)  # type: ignore[attr-defined]
+        return bool(file.tell() == 0)  # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
 def _replayable(stream: object) -> bool:
-    """Whether a request body can be sent again, judged before the first attempt."""
+    """Whether a request body can be sent again, judged before each retry."""
     if isinstance(stream, httpx.ByteStream):  # bytes, str, form, JSON, or a read() body
         return True
     fields = getattr(stream, "fields", None)
     if type(stream).__name__ == "MultipartStream" and isinstance(fields, list):
-        # httpx rewinds file fields before sending them; a file that cannot seek is lost.
         for item in fields:
             file = getattr(item, "file", None)
             if file is None or isinstance(file, (str, bytes)):
                 continue
-            seekable = getattr(file, "seekable", None)
-            if not (seekable() if callable(seekable) else hasattr(file, "seek")):
+            if not _rewinds(file):
                 return False
         return True
+    return False
+
+
+#: How deep an exception's cause chain is searched for a certificate failure.
+_CAUSE_DEPTH: Final = 8
+
+
+def _permanent(exc: BaseException) -> bool:
+    """Whether a transport error is one no retry can fix: a TLS certificate that failed
+    verification (the next handshake meets the same certificate)."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < _CAUSE_DEPTH:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
     return False
 
 
@@ -200,6 +287,8 @@ class Controller:
         self.auto_idempotency_key = auto_idempotency_key
         # origin -> clock time until which it asked for quiet
         self.cooldowns: dict[str, float] = {}
+        # (until, origin), soonest first: expires cooldowns without scanning the table.
+        self._expiry: list[tuple[float, str]] = []
         self._lock = threading.Lock()
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
@@ -207,6 +296,8 @@ class Controller:
         self._retries = _counter()
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
+        # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
+        self._refusals: dict[tuple[StopReason, str], list[float]] = {}  # [time, count]
         # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
         # so one object serves every such response.
         self.single_infos: dict[int, RetryInfo] = {}
@@ -238,21 +329,33 @@ class Controller:
     # -- cooldowns ---------------------------------------------------------------------
 
     def cooldown_left(self, origin: str, now: float) -> float:
+        """Seconds of quiet ``origin`` still asks for (0.0: none). O(log n) at worst."""
+        expiry = self._expiry
+        if expiry and expiry[0][0] <= now:
+            self._expire(now)
         until = self.cooldowns.get(origin)
         if until is None or until <= now:
-            # Drop what has expired (any origin), so that requests go back to the quick
-            # path once every cooldown is over, and the table does not grow without bound.
-            with self._lock:
-                for key, value in list(self.cooldowns.items()):
-                    if value <= now:
-                        del self.cooldowns[key]
             return 0.0
         return until - now
+
+    def _expire(self, now: float) -> None:
+        """Drop the cooldowns that are over, soonest first, so that requests go back to the
+        quick path once every cooldown is over and the table does not grow without bound.
+        Each entry is pushed and popped once: no scan of the table."""
+        with self._lock:
+            expiry, cooldowns = self._expiry, self.cooldowns
+            while expiry and expiry[0][0] <= now:
+                until, origin = heapq.heappop(expiry)
+                if cooldowns.get(origin) == until:
+                    del cooldowns[origin]
 
     def start_cooldown(self, origin: str, until: float) -> None:
         with self._lock:
             if until > self.cooldowns.get(origin, 0.0):
                 self.cooldowns[origin] = until
+                # A later cooldown of the same origin leaves its old entry in the heap;
+                # _expire skips it, as it no longer matches the table.
+                heapq.heappush(self._expiry, (until, origin))
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -307,18 +410,18 @@ class Controller:
             level = logging.DEBUG
         else:
             level = logging.WARNING
-        if not self.hooks and not logger.isEnabledFor(level):
+        log = logger.isEnabledFor(level)
+        if not self.hooks and not log:
             return
         url = redact_url(call.request.url)
-        logger.log(
-            level,
-            "Giving up on %s %s after %d attempt(s): %s (%s)",
-            method,
-            url,
-            info.attempts,
-            outcome,
-            reason.value,
-        )
+        if level == logging.WARNING and log:
+            self._log_refusal(call, reason, url, info, outcome)
+        elif log:
+            logger.log(
+                level,
+                "Giving up on %s %s after %d attempt(s): %s (%s)",
+                method, url, info.attempts, outcome, reason.value,
+            )
         if gave_up and self.hooks:
             self._emit(
                 RetryEvent(
@@ -331,6 +434,37 @@ class Controller:
                     last.error if last else None,
                     reason,
                 )
+            )
+
+    def _log_refusal(
+        self, call: RetryCall, reason: StopReason, url: str, info: RetryInfo, outcome: object
+    ) -> None:
+        """A retryable failure refused without a retry: the first per stop reason and origin
+        is logged, then at most one line per ``REFUSAL_LOG_INTERVAL`` seconds with the count
+        since the last line (an outage would otherwise log one WARNING per request)."""
+        origin = _origin(call.request.url)
+        key = (reason, origin)
+        now = self.clock()
+        with self._lock:
+            entry = self._refusals.get(key)
+            count, since = 0, 0.0
+            if entry is None:
+                self._refusals[key] = [now, 0]
+            else:
+                entry[1] += 1
+                if now - entry[0] < REFUSAL_LOG_INTERVAL:
+                    return
+                count, since = int(entry[1]), now - entry[0]
+                entry[0], entry[1] = now, 0
+        if count == 0:
+            logger.warning(
+                "Giving up on %s %s after %d attempt(s): %s (%s)",
+                call.request.method, url, info.attempts, outcome, reason.value,
+            )
+        else:
+            logger.warning(
+                "Gave up on %d more request(s) to %s without a retry in the last %.0f s (%s)",
+                count, origin, since, reason.value,
             )
 
     def _emit(self, event: RetryEvent) -> None:
@@ -430,29 +564,39 @@ class RetryCall:
         if not controller.cooldowns or not self.enabled or not self.policy.respect_retry_after:
             return None
         origin = _origin(self.request.url)
-        wait = controller.cooldown_left(origin, now)
-        if wait <= 0.0:
+        remaining = controller.cooldown_left(origin, now)
+        if remaining <= 0.0:
             return None
         limit = self.policy.max_retry_after
-        reason = None
-        if wait > limit:
-            reason, why = RETRY_AFTER_TOO_LONG, f"more than max_retry_after={limit:g} s"
-        elif deadline is not None and wait >= deadline:
-            reason, why = DEADLINE, f"past the deadline of {deadline:g} s"
-        if reason is not None:
-            error = CooldownError(
-                f"{origin} asked for quiet (Retry-After) for {wait:.3f} s more, {why}: not sent",
-                origin=origin,
-                remaining=wait,
-                request=self.request,
+        if remaining > limit:
+            self._refuse_cooldown(
+                origin, remaining, RETRY_AFTER_TOO_LONG, f"more than max_retry_after={limit:g} s"
             )
-            info = RetryInfo(0, 0, (), 0.0, reason)
-            setattr(error, _INFO_ATTRIBUTE, info)
-            controller.note_finish(self, info, failed_retryable=True)
-            raise error
+        # The origin's time is the floor; each held request adds the policy's first
+        # jittered backoff step on top, so that the requests it held do not all come back
+        # in the same instant (the herd that jitter exists to break up).
+        rng = controller.rng if self._testing is None else self._testing.rng
+        wait = remaining + compute_backoff(self.policy, 0, self.policy.base_delay, rng)
+        if deadline is not None and wait >= deadline:
+            why = f"past the deadline of {deadline:g} s"
+            self._refuse_cooldown(origin, remaining, DEADLINE, why)
         self._state().total_wait += wait
         controller.note_cooldown(self, origin, wait)
         return self._to_sleep(wait)
+
+    def _refuse_cooldown(
+        self, origin: str, remaining: float, reason: StopReason, why: str
+    ) -> NoReturn:
+        error = CooldownError(
+            f"{origin} asked for quiet (Retry-After) for {remaining:.3f} s more, {why}: not sent",
+            origin=origin,
+            remaining=remaining,
+            request=self.request,
+        )
+        info = RetryInfo(0, 0, (), 0.0, reason)
+        _remember(error, info)
+        self._controller.note_finish(self, info, failed_retryable=True)
+        raise error
 
     def attempt_request(self) -> httpx.Request:
         """The request to send now: with a deadline, its timeouts end within the time left."""
@@ -506,6 +650,11 @@ class RetryCall:
         if progress is not None and progress.extensions is not None:
             self.request.extensions = progress.extensions
 
+    def abandon(self) -> None:
+        """Something ended the request outside the decisions (a cancellation, an interrupt,
+        an error of the driver's own): the caller's extensions go back on the request."""
+        self._attempt_over()
+
     def on_response(self, response: httpx.Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
@@ -533,7 +682,7 @@ class RetryCall:
             value = _header(response, b"retry-after")
             if value is not None:
                 controller = self._controller
-                date = None if value.strip().isdigit() else _header(response, b"date")
+                date = None if value.strip(" \t").isdigit() else _header(response, b"date")
                 retry_after = parse_retry_after(value, now=controller.wallclock(), date=date)
                 if (
                     retry_after is not None
@@ -553,7 +702,7 @@ class RetryCall:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         self._attempt_over()
         name = type(exc).__name__
-        if not isinstance(exc, RETRYABLE_ERRORS):
+        if not isinstance(exc, RETRYABLE_ERRORS) or _permanent(exc):
             self._finish(NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
             return None
         return self._retry_or_stop(
@@ -655,10 +804,11 @@ class RetryCall:
         if isinstance(outcome, httpx.Response):
             _attach(outcome, info)
         else:
-            setattr(outcome, _INFO_ATTRIBUTE, info)
-            if failed_retryable and hasattr(outcome, "add_note"):
-                outcome.add_note(
-                    f"retry-transport: gave up after {info.attempts} attempt(s) ({reason.value})"
+            _remember(outcome, info)
+            if failed_retryable:
+                _add_note(
+                    outcome,
+                    f"retry-transport: gave up after {info.attempts} attempt(s) ({reason.value})",
                 )
         controller.note_finish(self, info, failed_retryable)
 
@@ -680,9 +830,20 @@ def _attach(response: httpx.Response, info: RetryInfo) -> None:
         response.extensions = {**extensions, "retry": info}
 
 
+def is_async_function(function: object) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(function) or (
+        callable(function) and inspect.iscoroutinefunction(type(function).__call__)
+    )
+
+
 def _hooks(value: Iterable[RetryHook] | RetryHook | None) -> tuple[RetryHook, ...]:
     if value is None:
         return ()
+    if isinstance(value, (str, bytes)):
+        raise ValueError(
+            f"hooks must be a callable or a list of callables, got the string {value!r}"
+        )
     if callable(value):
         value = [value]
     try:
@@ -692,8 +853,7 @@ def _hooks(value: Iterable[RetryHook] | RetryHook | None) -> tuple[RetryHook, ..
     for hook in hooks:
         if not callable(hook):
             raise ValueError(f"hooks must be callables, got {hook!r}")
-        # A coroutine function, or an object whose __call__ is one.
-        if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(type(hook).__call__):
+        if is_async_function(hook):
             raise ValueError(
                 f"hooks must be plain functions, got the coroutine function {hook!r}: "
                 "a hook is called, never awaited (hand the event to a queue or task instead)"

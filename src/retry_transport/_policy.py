@@ -48,7 +48,16 @@ def _number(name: str, value: object, *, allow_none: bool = False) -> float | No
     return float(value)
 
 
-@dataclass(frozen=True, slots=True)
+#: The lowest and highest status ``retry_statuses`` may hold: a retry may fix a client or a
+#: server error, never a success, a redirect or an informational response.
+_MIN_RETRY_STATUS: Final = 400
+_MAX_RETRY_STATUS: Final = 599
+
+
+# init=False: the constructor below is written out so that it can take any iterable for the
+# two collections (its types say so) while the attributes are, and are typed as, frozensets.
+# dataclasses.fields(), dataclasses.replace(), __eq__, __hash__ and __repr__ work as usual.
+@dataclass(frozen=True, slots=True, init=False)
 class RetryPolicy:
     """What to retry, how often, and how long to wait. All times are in seconds.
 
@@ -57,9 +66,12 @@ class RetryPolicy:
 
     Attributes:
         max_attempts: attempts in total, the first one included. Default 3.
-        retry_statuses: response statuses worth a retry. Default 408, 429, 502, 503, 504.
-        retry_methods: methods retried without an idempotency key. Default: RFC 9110's
-            idempotent methods GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+        retry_statuses: response statuses worth a retry, each in 400..599 (a success, a
+            redirect or an informational response is never retried). Given as any iterable
+            (a set, a list...), kept as a frozenset. Default 408, 429, 502, 503, 504.
+        retry_methods: methods retried without an idempotency key. Given as any iterable of
+            method names, kept upper-cased as a frozenset. Default: RFC 9110's idempotent
+            methods GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
         idempotency_header: a request with any other method is retried only when it carries
             this header with a non-empty value. Default ``"Idempotency-Key"``; ``None`` turns
             the opt-in off.
@@ -82,6 +94,8 @@ class RetryPolicy:
             (``RetryInfo.body_buffered`` is False). Default 10 MiB.
     """
 
+    # The defaults are repeated in __init__ (a test checks that they agree), so that
+    # dataclasses.fields() reports them as before.
     max_attempts: int = 3
     retry_statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
     retry_methods: frozenset[str] = DEFAULT_RETRY_METHODS
@@ -95,30 +109,55 @@ class RetryPolicy:
     retry_body_errors: bool = False
     max_body_buffer: int = 10 * 1024 * 1024
 
-    def __post_init__(self) -> None:
-        setattr_ = object.__setattr__
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise ValueError(f"max_attempts must be an integer >= 1, got {attempts!r}")
-        setattr_(self, "retry_statuses", _statuses(self.retry_statuses))
-        setattr_(self, "retry_methods", _methods(self.retry_methods))
-        header = self.idempotency_header
+    def __init__(
+        self,
+        max_attempts: int = 3,
+        retry_statuses: Iterable[int] = DEFAULT_RETRY_STATUSES,
+        retry_methods: Iterable[str] = DEFAULT_RETRY_METHODS,
+        idempotency_header: str | None = "Idempotency-Key",
+        base_delay: float = 0.1,
+        max_delay: float = 20.0,
+        jitter: Jitter = "full",
+        respect_retry_after: bool = True,
+        max_retry_after: float = 60.0,
+        deadline: float | None = None,
+        retry_body_errors: bool = False,
+        max_body_buffer: int = 10 * 1024 * 1024,
+    ) -> None:
+        """Validate the fields (see the class docstring); the collections become frozensets."""
+        set_ = object.__setattr__  # the dataclass is frozen
+        if (
+            isinstance(max_attempts, bool)
+            or not isinstance(max_attempts, int)
+            or max_attempts < 1
+        ):
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        set_(self, "max_attempts", max_attempts)
+        set_(self, "retry_statuses", _statuses(retry_statuses))
+        set_(self, "retry_methods", _methods(retry_methods))
+        header = idempotency_header
         if header is not None and (not isinstance(header, str) or not _TOKEN.fullmatch(header)):
             raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
-        for name in ("base_delay", "max_delay", "max_retry_after"):
-            setattr_(self, name, _number(name, getattr(self, name)))
-        if not isinstance(self.jitter, str) or self.jitter not in _JITTERS:
-            raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {self.jitter!r}")
-        for name in ("respect_retry_after", "retry_body_errors"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        deadline = _number("deadline", self.deadline, allow_none=True)
-        if deadline is not None and deadline <= 0:
-            raise ValueError(f"deadline must be > 0 seconds or None, got {self.deadline!r}")
-        setattr_(self, "deadline", deadline)
-        buffer = self.max_body_buffer
+        set_(self, "idempotency_header", header)
+        set_(self, "base_delay", _number("base_delay", base_delay))
+        set_(self, "max_delay", _number("max_delay", max_delay))
+        if not isinstance(jitter, str) or jitter not in _JITTERS:
+            raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {jitter!r}")
+        set_(self, "jitter", jitter)
+        for name, flag in (("respect_retry_after", respect_retry_after),
+                           ("retry_body_errors", retry_body_errors)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
+            set_(self, name, flag)
+        set_(self, "max_retry_after", _number("max_retry_after", max_retry_after))
+        checked = _number("deadline", deadline, allow_none=True)
+        if checked is not None and checked <= 0:
+            raise ValueError(f"deadline must be > 0 seconds or None, got {deadline!r}")
+        set_(self, "deadline", checked)
+        buffer = max_body_buffer
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
             raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")
+        set_(self, "max_body_buffer", buffer)
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """Return a copy with some fields changed; an unknown field raises ``ValueError``."""
@@ -153,8 +192,15 @@ def _statuses(value: Iterable[int]) -> frozenset[int]:
         raise ValueError(f"retry_statuses must be a set of status codes, got {value!r}")
     items = list(value)
     for status in items:
-        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-            raise ValueError(f"retry_statuses must hold integers in 100..599, got {status!r}")
+        if (
+            isinstance(status, bool)
+            or not isinstance(status, int)
+            or not _MIN_RETRY_STATUS <= status <= _MAX_RETRY_STATUS
+        ):
+            raise ValueError(
+                f"retry_statuses must hold integers in {_MIN_RETRY_STATUS}..{_MAX_RETRY_STATUS}"
+                f" (only an error status is worth a retry), got {status!r}"
+            )
     return frozenset(items)
 
 

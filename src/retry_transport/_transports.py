@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import importlib.util
+import inspect
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
@@ -16,11 +17,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 import anyio
-import email_validator
 import httpx
 
 from ._budget import RetryBudget
-from ._core import Controller, RetryCall, RetryHook, _hooks
+from ._contact import check_contact
+from ._core import (
+    DRAIN_MAX_SECONDS,
+    Controller,
+    RetryCall,
+    RetryHook,
+    _hooks,
+    is_async_function,
+)
 from ._models import RetryStats
 from ._policy import FIELDS, Jitter, RetryPolicy
 
@@ -34,7 +42,8 @@ class _Default(enum.Enum):
     BUDGET = "default budget"
 
     def __repr__(self) -> str:
-        return "RetryBudget()"  # what it stands for: a fresh budget of the transport's own
+        # What it stands for, as help() shows it: not one shared default budget.
+        return "<a new RetryBudget() for each transport>"
 
 
 #: The default for ``budget=``: each transport owns a fresh ``RetryBudget()``.
@@ -125,21 +134,6 @@ def _checked(transport_kwargs: dict[str, Any]) -> dict[str, Any]:
     return transport_kwargs
 
 
-def _check_contact(contact: str | None) -> str | None:
-    if contact is None:
-        return None
-    try:
-        # Syntax only: no DNS look-up, internal domains (ops@build.local) allowed, and the
-        # "Name <address>" form that From accepts (RFC 9110 section 10.1.2, mailbox).
-        email_validator.validate_email(
-            contact, check_deliverability=False, globally_deliverable=False,
-            allow_display_name=True,
-        )
-    except email_validator.EmailNotValidError as exc:
-        raise ValueError(f"contact is not a valid e-mail address: {exc}") from None
-    return contact
-
-
 def _controller(
     *,
     transport: object,
@@ -188,7 +182,7 @@ def _controller(
         rng=rng if rng is not None else random.Random(),
         clock=clock,
         wallclock=wallclock if wallclock is not None else time.time,
-        contact=_check_contact(contact),
+        contact=check_contact(contact),
         auto_idempotency_key=auto_idempotency_key,
     )
 
@@ -270,6 +264,34 @@ async def _abuffer(response: httpx.Response, limit: int) -> bool:
     return True
 
 
+def _drain(response: httpx.Response, clock: Callable[[], float]) -> None:
+    """Read a discarded response's small body so its connection can be reused, for at most
+    ``DRAIN_MAX_SECONDS``: a sync read cannot be interrupted, so the time is checked between
+    chunks (each chunk is bounded by the read timeout). Past it, the connection is dropped."""
+    end = clock() + DRAIN_MAX_SECONDS
+    for _ in response.iter_raw():
+        if clock() >= end:
+            return
+
+
+async def _adrain(response: httpx.Response) -> None:
+    """The async twin of :func:`_drain`: the read itself is cut off at the time limit."""
+    with anyio.move_on_after(DRAIN_MAX_SECONDS):
+        async for _ in response.aiter_raw():
+            pass
+
+
+def _awaitable(result: object) -> Awaitable[object]:
+    """What an async transport's ``sleep`` returned, checked: a sync function (such as
+    ``time.sleep``) returns no awaitable, and would block the event loop besides."""
+    if not inspect.isawaitable(result):
+        raise TypeError(
+            f"sleep must be an async function of seconds (such as anyio.sleep), but it "
+            f"returned {result!r}, which cannot be awaited"
+        )
+    return result
+
+
 async def _aclose(response: httpx.Response) -> None:
     """Close a response even while the task is being cancelled."""
     with anyio.CancelScope(shield=True):
@@ -344,6 +366,12 @@ class RetryTransport(_Common, httpx.BaseTransport):
         wallclock: Callable[[], float] | None = None,
         **kwargs: Unpack[TransportOptions],
     ) -> None:
+        if is_async_function(sleep):
+            raise ValueError(
+                f"sleep must be a plain function of seconds for RetryTransport, got the "
+                f"coroutine function {sleep!r}: it would never be awaited, so no wait would "
+                "happen (use AsyncRetryTransport with async code)"
+            )
         policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
         self._controller = _controller(
             transport=transport,
@@ -372,42 +400,46 @@ class RetryTransport(_Common, httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         call = RetryCall(self._controller, request)
-        wait = call.start()
-        transport = self._transport
-        while True:
-            if wait is not None:
-                self._sleep(wait)
-            try:
-                response = transport.handle_request(call.attempt_request())
-            except Exception as exc:
-                wait = call.on_error(exc)
-                if wait is None:
-                    raise
-                continue
-            if call.policy.retry_body_errors:
-                limit = call.body_limit(response)
-                if limit is not None:
-                    try:
-                        call.body_read(_buffer(response, limit))
-                    except Exception as exc:
-                        response.close()
-                        wait = call.on_error(exc)
-                        if wait is None:
-                            raise
-                        continue
-                    except BaseException:
-                        response.close()
+        try:
+            wait = call.start()
+            transport = self._transport
+            while True:
+                if wait is not None:
+                    self._sleep(wait)
+                try:
+                    response = transport.handle_request(call.attempt_request())
+                except Exception as exc:
+                    wait = call.on_error(exc)
+                    if wait is None:
                         raise
-            wait = call.on_response(response)
-            if wait is None:
-                return response
-            try:
-                if call.should_drain(response):
-                    response.read()  # a small body: keep its connection for reuse
-            except Exception:
-                pass  # a broken body is as good as discarded
-            finally:
-                response.close()
+                    continue
+                if call.policy.retry_body_errors:
+                    limit = call.body_limit(response)
+                    if limit is not None:
+                        try:
+                            call.body_read(_buffer(response, limit))
+                        except Exception as exc:
+                            response.close()
+                            wait = call.on_error(exc)
+                            if wait is None:
+                                raise
+                            continue
+                        except BaseException:
+                            response.close()
+                            raise
+                wait = call.on_response(response)
+                if wait is None:
+                    return response
+                try:
+                    if call.should_drain(response):
+                        _drain(response, self._controller.clock)
+                except Exception:
+                    pass  # a broken body is as good as discarded
+                finally:
+                    response.close()
+        except BaseException:
+            call.abandon()  # a cancel or an interrupt mid-attempt: the caller's request back
+            raise
 
     def close(self) -> None:
         self._transport.close()
@@ -481,42 +513,46 @@ class AsyncRetryTransport(_Common, httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         call = RetryCall(self._controller, request)
-        wait = call.start()
-        transport = self._transport
-        while True:
-            if wait is not None:
-                await self._sleep(wait)
-            try:
-                response = await transport.handle_async_request(call.attempt_request())
-            except Exception as exc:
-                wait = call.on_error(exc)
-                if wait is None:
-                    raise
-                continue
-            if call.policy.retry_body_errors:
-                limit = call.body_limit(response)
-                if limit is not None:
-                    try:
-                        call.body_read(await _abuffer(response, limit))
-                    except Exception as exc:
-                        await _aclose(response)
-                        wait = call.on_error(exc)
-                        if wait is None:
-                            raise
-                        continue
-                    except BaseException:
-                        await _aclose(response)
+        try:
+            wait = call.start()
+            transport = self._transport
+            while True:
+                if wait is not None:
+                    await _awaitable(self._sleep(wait))
+                try:
+                    response = await transport.handle_async_request(call.attempt_request())
+                except Exception as exc:
+                    wait = call.on_error(exc)
+                    if wait is None:
                         raise
-            wait = call.on_response(response)
-            if wait is None:
-                return response
-            try:
-                if call.should_drain(response):
-                    await response.aread()  # a small body: keep its connection for reuse
-            except Exception:
-                pass  # a broken body is as good as discarded
-            finally:
-                await _aclose(response)
+                    continue
+                if call.policy.retry_body_errors:
+                    limit = call.body_limit(response)
+                    if limit is not None:
+                        try:
+                            call.body_read(await _abuffer(response, limit))
+                        except Exception as exc:
+                            await _aclose(response)
+                            wait = call.on_error(exc)
+                            if wait is None:
+                                raise
+                            continue
+                        except BaseException:
+                            await _aclose(response)
+                            raise
+                wait = call.on_response(response)
+                if wait is None:
+                    return response
+                try:
+                    if call.should_drain(response):
+                        await _adrain(response)
+                except Exception:
+                    pass  # a broken body is as good as discarded
+                finally:
+                    await _aclose(response)
+        except BaseException:
+            call.abandon()  # a cancel or an interrupt mid-attempt: the caller's request back
+            raise
 
     async def aclose(self) -> None:
         await self._transport.aclose()

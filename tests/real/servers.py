@@ -22,6 +22,7 @@ import multiprocessing
 import selectors
 import socket
 import socketserver
+import ssl
 import struct
 import threading
 import time
@@ -240,10 +241,37 @@ class ScriptedHTTPServer(ThreadingHTTPServer):
         return plan.pick(index) if plan is not None else Reply()
 
 
+class TLSScriptedHTTPServer(ScriptedHTTPServer):
+    """The scripted server over TLS, with the certificate ``context`` holds. The handshake
+    happens in the connection's own thread, so a client that refuses the certificate only
+    ends its own connection (still counted in ``connections``)."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__()
+        self._context = context
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.server_port}"
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        sock.settimeout(BOUND)
+        return self._context.wrap_socket(
+            sock, server_side=True, do_handshake_on_connect=False
+        ), address
+
+
 # -- the hostile server ----------------------------------------------------------------
 
 #: The body the raw server's "ok" answer carries in full, and "midbody" only begins.
 FULL_BODY = bytes(range(48, 58)) * 100  # b"0123456789" * 100: 1000 bytes
+
+
+#: The "trickle" answer's body: this many bytes, one every TRICKLE_INTERVAL seconds (10 s
+#: in all, were the client to read it to the end).
+TRICKLE_BYTES = 500
+TRICKLE_INTERVAL = 0.02
 
 
 class RawServer:
@@ -259,9 +287,12 @@ class RawServer:
     - ``hang``: nothing at all until the server stops (a read timeout).
     - ``garbage``: bytes that are not HTTP, close.
     - ``slow``: headers and the first 500 bytes; the rest once ``release`` is set.
+    - ``trickle``: a 503 whose ``TRICKLE_BYTES`` body comes one byte every
+      ``TRICKLE_INTERVAL`` seconds, each well inside any read timeout; ``trickled`` counts
+      the bytes sent before the client hung up.
     """
 
-    BEHAVIOURS = ("ok", "reset", "midbody", "stall", "hang", "garbage", "slow")
+    BEHAVIOURS = ("ok", "reset", "midbody", "stall", "hang", "garbage", "slow", "trickle")
 
     def __init__(self, port: int = 0) -> None:
         self._listener = socket.create_server(("127.0.0.1", port), backlog=128)
@@ -275,6 +306,7 @@ class RawServer:
         self._then = "ok"
         self.seen: list[Seen] = []
         self.connections = 0
+        self.trickled = 0
         self._threads: list[threading.Thread] = []
         self._acceptor = threading.Thread(target=self._accept_loop, daemon=True)
 
@@ -388,6 +420,16 @@ class RawServer:
             conn.sendall(head % len(FULL_BODY) + FULL_BODY[:500])
             if self.release.wait(BOUND) and not self.stopping.is_set():
                 conn.sendall(FULL_BODY[500:])
+        elif behaviour == "trickle":
+            conn.sendall(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n\r\n" % TRICKLE_BYTES
+            )
+            for _ in range(TRICKLE_BYTES):
+                if self.stopping.wait(TRICKLE_INTERVAL):
+                    break
+                conn.sendall(b"x")  # raises once the client has hung up
+                with self._lock:
+                    self.trickled += 1
         return False
 
 

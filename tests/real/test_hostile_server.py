@@ -22,7 +22,7 @@ from tests.real.clients import (
     asend,
     send,
 )
-from tests.real.servers import FULL_BODY, RawServer
+from tests.real.servers import FULL_BODY, TRICKLE_BYTES, RawServer
 
 pytestmark = pytest.mark.real
 
@@ -382,3 +382,28 @@ async def test_deadline_ends_a_hanging_attempt_async(raw_server: RawServer) -> N
         elapsed = anyio.current_time() - start
     check_deadline(caught.value, elapsed, raw_server)
 
+
+
+# -- a discarded body that trickles in is dropped, not waited for -----------------------
+
+
+def check_trickle_dropped(outcome: Outcome, server: RawServer) -> None:
+    assert outcome.error is None, outcome.error
+    assert outcome.status == 200
+    assert [a.status for a in outcome.info.history] == [503, 200]
+    # Draining stopped after a fraction of a second: the 10-second body was cut off and its
+    # connection dropped, not read to the end for the sake of reuse.
+    assert server.trickled < TRICKLE_BYTES // 2, server.trickled
+    assert server.connections == 2
+
+
+def test_a_trickling_discarded_body_is_dropped(raw_server: RawServer) -> None:
+    """A 503 whose small body comes a byte at a time does not hold up the retry."""
+    url = raw_server.script("trickle")
+    check_trickle_dropped(send("GET", url), raw_server)
+
+
+@pytest.mark.anyio
+async def test_a_trickling_discarded_body_is_dropped_async(raw_server: RawServer) -> None:
+    url = raw_server.script("trickle")
+    check_trickle_dropped(await asend("GET", url), raw_server)

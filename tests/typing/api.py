@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import httpx
@@ -80,6 +81,43 @@ def simulator() -> None:
     median: float = stats.attempts_summary.median
     amplification: float = run_outage(budget=None).amplification
     del attempts, median, amplification
+
+
+def policy_collections() -> None:
+    # The collections take any iterable, and are frozensets once built.
+    from_sets = rt.RetryPolicy(retry_methods={"GET", "POST"}, retry_statuses={503, 429})
+    from_lists = rt.RetryPolicy(retry_statuses=[503], retry_methods=["get"])
+    from_generator = rt.RetryPolicy(retry_statuses=(s for s in range(500, 505)))
+    statuses: frozenset[int] = from_lists.retry_statuses
+    methods: frozenset[str] = from_sets.retry_methods
+    replaced: rt.RetryPolicy = from_generator.replace(retry_statuses=[502])
+    # mypy types dataclasses.replace() from the fields (frozensets), though at run time it
+    # goes through __init__ and takes any iterable: RetryPolicy.replace() says Any.
+    copied: rt.RetryPolicy = dataclasses.replace(from_sets, retry_methods=frozenset({"PUT"}))
+    overridden: rt.RetryPolicy = from_sets.with_override({"retry_statuses": [500]})
+    rt.RetryTransport(retry_statuses=[503], retry_methods={"GET"})
+    del statuses, methods, replaced, copied, overridden
+    # The ignores are the test (warn_unused_ignores): these must stay errors.
+    rt.RetryPolicy(retry_statuses={"503"})  # type: ignore[arg-type]
+    rt.RetryPolicy(retry_methods=[1, 2])  # type: ignore[list-item]
+    rt.RetryPolicy(retry_statuses=503)  # type: ignore[arg-type]
+    as_set: set[int] = from_lists.retry_statuses  # type: ignore[assignment]
+    del as_set
+
+
+def parsing_header_values(response: httpx.Response) -> None:
+    # The natural call: headers.get() gives str | None.
+    wait: float | None = rt.parse_retry_after(
+        response.headers.get("Retry-After"), date=response.headers.get("Date")
+    )
+    raw: float | None = rt.parse_retry_after(b"120", now=10**400, date=b"")
+    when = rt.parse_http_date(response.headers.get("Date"))
+    from_bytes = rt.parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT", now=0)
+    del wait, raw, when, from_bytes
+    # The ignores are the test: other types are rejected, as at run time.
+    rt.parse_retry_after(120)  # type: ignore[arg-type]
+    rt.parse_retry_after("120", date=0)  # type: ignore[arg-type]
+    rt.parse_http_date(1.5)  # type: ignore[arg-type]
 
 
 def misspelt_keywords_are_caught() -> None:

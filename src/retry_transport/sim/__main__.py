@@ -58,21 +58,58 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0, help="first seed of the runs (default 0)")
     parser.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw the runs' frames (matplotlib)")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw the runs' frames into a .png, .svg or .pdf file (matplotlib: the plot extra)",
+    )
     parser.add_argument("--no-outage", action="store_true", help="skip the outage scenario")
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
     )
-    policy.add_argument("--max-attempts", type=int)
-    policy.add_argument("--jitter", choices=sorted(get_args(Jitter)))
-    policy.add_argument("--base-delay", type=float, metavar="SECONDS")
-    policy.add_argument("--max-delay", type=float, metavar="SECONDS")
+    default = RetryPolicy()
+    policy.add_argument(
+        "--max-attempts",
+        type=int,
+        help=f"attempts per client in total, the first included (default {default.max_attempts})",
+    )
+    policy.add_argument(
+        "--jitter",
+        choices=sorted(get_args(Jitter)),
+        help=f"how each backoff is randomised (default {default.jitter})",
+    )
+    policy.add_argument(
+        "--base-delay",
+        type=float,
+        metavar="SECONDS",
+        help=f"the first backoff step (default {default.base_delay:g})",
+    )
+    policy.add_argument(
+        "--max-delay",
+        type=float,
+        metavar="SECONDS",
+        help=f"the largest backoff (default {default.max_delay:g})",
+    )
     policy.add_argument("--budget", action="store_true", help="give each client a RetryBudget()")
     scenario = parser.add_argument_group("your scenario")
-    scenario.add_argument("--clients", type=int, help="default 6")
-    scenario.add_argument("--capacity", type=int, help="default 4")
-    scenario.add_argument("--call-time", type=float, metavar="SECONDS", help="default 0.1")
-    scenario.add_argument("--duration", type=float, metavar="SECONDS", help="default 2.0")
+    scenario.add_argument(
+        "--clients", type=int, help="clients, each sending one call at t = 0 (default 6)"
+    )
+    scenario.add_argument(
+        "--capacity",
+        type=int,
+        help="calls the service works on at once; with more in flight, every call in flight "
+        "times out (default 4)",
+    )
+    scenario.add_argument(
+        "--call-time", type=float, metavar="SECONDS", help="how long each call takes (default 0.1)"
+    )
+    scenario.add_argument(
+        "--duration",
+        type=float,
+        metavar="SECONDS",
+        help="attempts start only before this time (default 2)",
+    )
     scenario.add_argument(
         "--outage", action="store_true", help="also run the sustained outage with your policy"
     )
