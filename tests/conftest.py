@@ -1,5 +1,8 @@
+from collections.abc import Iterator
+
 import pytest
 
+from tests import flavour as _flavour
 from tests.harness import Harness
 
 
@@ -7,6 +10,26 @@ from tests.harness import Harness
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Run every async test on asyncio and on trio."""
     return str(request.param)
+
+
+@pytest.fixture
+def flavour(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The HTTP library under test (``httpx`` or ``httpx2``): ``tests.flavour.httpx`` and
+    ``tests.flavour.rt`` stand for its modules while the test runs."""
+    with _flavour.use(getattr(request, "param", "httpx")) as name:
+        yield name
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses the ``flavour`` fixture runs once per installed flavour."""
+    if "flavour" in metafunc.fixturenames:
+        metafunc.parametrize("flavour", _flavour.FLAVOURS, indirect=True)
+
+
+@pytest.fixture
+def mock_router(flavour: str, request: pytest.FixtureRequest) -> object:
+    """The flavour's pytest mock: pytest-httpx's ``httpx_mock``, or ``httpx2_mock``."""
+    return request.getfixturevalue("httpx_mock" if flavour == "httpx" else "httpx2_mock")
 
 
 @pytest.fixture(params=["sync", "asyncio", "trio"])

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-import httpx
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 
 MODES = ["sync", "asyncio", "trio"]
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from trio.testing import MockClock
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.harness import Harness
+
+pytestmark = pytest.mark.usefixtures("flavour")
 
 A = "https://a.example.com/items"
 B = "https://b.example.com/items"

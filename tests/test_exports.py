@@ -49,6 +49,6 @@ def test_version() -> None:
 def test_transport_options_cover_every_keyword() -> None:
     """The typed keywords are exactly the policy fields and the inner transport's keywords."""
     from retry_transport._policy import FIELDS
-    from retry_transport._transports import TRANSPORT_KEYWORDS, TransportOptions
+    from retry_transport._drivers import TRANSPORT_KEYWORDS, TransportOptions
 
     assert set(TransportOptions.__annotations__) == FIELDS | TRANSPORT_KEYWORDS

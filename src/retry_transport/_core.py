@@ -1,8 +1,10 @@
-"""The sans-I/O decision core shared by the sync and async transports.
+"""The sans-I/O decision core shared by the sync and async transports of both flavours.
 
 Nothing here sends, sleeps or reads a clock or a random source of its own: the drivers
-(``_transports.py``) do the I/O and the sleeping, and the clock, wall clock and random
-generator are injected. A driver runs one :class:`RetryCall` per request:
+(``_drivers.py``) do the I/O and the sleeping, and the clock, wall clock and random
+generator are injected. No HTTP library is imported either: what the decisions need from
+httpx or httpx2 (which errors a retry may fix, which bodies can be replayed) comes from the
+transport's :class:`~._flavour.Flavour`. A driver runs one :class:`RetryCall` per request:
 
     call = RetryCall(controller, request)   # may raise ValueError (bad override)
     wait = call.start()                     # cooldown wait; may raise CooldownError
@@ -47,11 +49,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
-import httpx
-
 from . import testing as _testing
 from ._budget import RetryBudget
-from ._errors import CooldownError
+from ._flavour import URL, Flavour, Request, Response
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._policy import RetryPolicy, compute_backoff
 from ._retry_after import parse_retry_after
@@ -64,12 +64,6 @@ logger.addHandler(logging.NullHandler())
 
 RetryHook = Callable[[RetryEvent], object]
 
-#: Transport errors a retry may fix: timeouts, network errors (connect, read, write) and
-#: remote protocol errors such as a connection dropped before the response.
-RETRYABLE_ERRORS: Final = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-#: Errors that prove the request never reached the server: safe to retry for any method and
-#: any body, since nothing was sent.
-NEVER_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 #: Statuses whose ``Retry-After`` starts a cooldown for the whole origin.
 COOLDOWN_STATUSES: Final = frozenset({429, 503})
 
@@ -161,14 +155,15 @@ def retry_info(obj: object) -> RetryInfo | None:
 
     Returns ``None`` for anything the transports did not handle.
     """
-    if isinstance(obj, httpx.Response):
-        info = obj.extensions.get("retry")
-        return info if isinstance(info, RetryInfo) else None
-    info = getattr(obj, _INFO_ATTRIBUTE, None)
-    if info is None and isinstance(obj, BaseException):
-        entry = _side_infos.get(id(obj))
-        if entry is not None and entry[0]() is obj:
-            info = entry[1]
+    if isinstance(obj, BaseException):
+        info = getattr(obj, _INFO_ATTRIBUTE, None)
+        if info is None:
+            entry = _side_infos.get(id(obj))
+            if entry is not None and entry[0]() is obj:
+                info = entry[1]
+    else:  # a response of either flavour: the record is in its extensions
+        extensions = getattr(obj, "extensions", None)
+        info = extensions.get("retry") if isinstance(extensions, Mapping) else None
     return info if isinstance(info, RetryInfo) else None
 
 
@@ -176,7 +171,7 @@ def retry_info(obj: object) -> RetryInfo | None:
 _PATH_PARAMETERS: Final = re.compile(r";[^/]*")
 
 
-def redact_url(url: httpx.URL) -> str:
+def redact_url(url: URL) -> str:
     """The URL without userinfo, path parameters, query string and fragment, which may
     hold secrets."""
     path = url.raw_path.split(b"?", 1)[0].decode("ascii")
@@ -185,14 +180,14 @@ def redact_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{url.netloc.decode('ascii')}{path}"
 
 
-def _origin(url: httpx.URL) -> str:
+def _origin(url: URL) -> str:
     """``scheme://host:port``, the port spelt out (IPv6 hosts in brackets)."""
     host = f"[{url.host}]" if ":" in url.host else url.host
     port = url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
     return f"{url.scheme}://{host}:{port}"
 
 
-def _length(response: httpx.Response) -> int | None:
+def _length(response: Response) -> int | None:
     """The declared body length, or ``None`` when absent or malformed."""
     value = _header(response, b"content-length")
     if value is None:
@@ -217,9 +212,9 @@ def _rewinds(file: object) -> bool:
         return False
 
 
-def _replayable(stream: object) -> bool:
+def _replayable(stream: object, flavour: Flavour) -> bool:
     """Whether a request body can be sent again, judged before each retry."""
-    if isinstance(stream, httpx.ByteStream):  # bytes, str, form, JSON, or a read() body
+    if isinstance(stream, flavour.byte_stream):  # bytes, str, form, JSON, or a read() body
         return True
     fields = getattr(stream, "fields", None)
     if type(stream).__name__ == "MultipartStream" and isinstance(fields, list):
@@ -267,6 +262,7 @@ class Controller:
         self,
         policy: RetryPolicy,
         *,
+        flavour: Flavour,
         budget: RetryBudget | None,
         cooldown: bool,
         hooks: Sequence[RetryHook],
@@ -277,6 +273,7 @@ class Controller:
         auto_idempotency_key: bool = False,
     ) -> None:
         self.policy = policy
+        self.flavour = flavour
         self.budget = budget
         self.cooldown = cooldown
         self.hooks = tuple(hooks)
@@ -304,7 +301,7 @@ class Controller:
 
     # -- per request -------------------------------------------------------------------
 
-    def prepare(self, request: httpx.Request, policy: RetryPolicy) -> None:
+    def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""
         if self.contact is not None and "from" not in request.headers:
             request.headers["From"] = self.contact
@@ -515,7 +512,7 @@ class RetryCall:
     __slots__ = ("_controller", "_progress", "_stream", "_testing", "enabled", "policy",
                  "request")
 
-    def __init__(self, controller: Controller, request: httpx.Request) -> None:
+    def __init__(self, controller: Controller, request: Request) -> None:
         """Start one request. Raises ``ValueError`` for an invalid per-request override."""
         self._controller = controller
         self.request = request
@@ -587,7 +584,7 @@ class RetryCall:
     def _refuse_cooldown(
         self, origin: str, remaining: float, reason: StopReason, why: str
     ) -> NoReturn:
-        error = CooldownError(
+        error = self._controller.flavour.cooldown_error(
             f"{origin} asked for quiet (Retry-After) for {remaining:.3f} s more, {why}: not sent",
             origin=origin,
             remaining=remaining,
@@ -598,7 +595,7 @@ class RetryCall:
         self._controller.note_finish(self, info, failed_retryable=True)
         raise error
 
-    def attempt_request(self) -> httpx.Request:
+    def attempt_request(self) -> Request:
         """The request to send now: with a deadline, its timeouts end within the time left."""
         request = self.request
         progress = self._progress
@@ -613,7 +610,7 @@ class RetryCall:
 
     # -- after an attempt --------------------------------------------------------------
 
-    def body_limit(self, response: httpx.Response) -> int | None:
+    def body_limit(self, response: Response) -> int | None:
         """With ``retry_body_errors``: the most bytes of this response's body to read inside
         the retry loop before handing it over; ``None``: leave the body to the caller.
 
@@ -631,7 +628,7 @@ class RetryCall:
             return 0
         return limit
 
-    def should_drain(self, response: httpx.Response) -> bool:
+    def should_drain(self, response: Response) -> bool:
         """Whether to read a discarded response's body before closing it: a small declared
         body (``DRAIN_MAX_BYTES``), and no deadline (a slow body could outlast it)."""
         progress = self._progress
@@ -655,7 +652,7 @@ class RetryCall:
         an error of the driver's own): the caller's extensions go back on the request."""
         self._attempt_over()
 
-    def on_response(self, response: httpx.Response) -> float | None:
+    def on_response(self, response: Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
         policy = self.policy
@@ -702,7 +699,8 @@ class RetryCall:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         self._attempt_over()
         name = type(exc).__name__
-        if not isinstance(exc, RETRYABLE_ERRORS) or _permanent(exc):
+        flavour = self._controller.flavour
+        if not isinstance(exc, flavour.retryable) or _permanent(exc):
             self._finish(NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
             return None
         return self._retry_or_stop(
@@ -710,8 +708,8 @@ class RetryCall:
             None,
             name,
             None,
-            timeout=isinstance(exc, httpx.TimeoutException),
-            never_sent=isinstance(exc, NEVER_SENT_ERRORS),
+            timeout=isinstance(exc, flavour.timeouts),
+            never_sent=isinstance(exc, flavour.never_sent),
         )
 
     # -- the decision ------------------------------------------------------------------
@@ -725,7 +723,7 @@ class RetryCall:
 
     def _retry_or_stop(
         self,
-        outcome: httpx.Response | Exception,
+        outcome: Response | Exception,
         status: int | None,
         error: str | None,
         retry_after: float | None,
@@ -744,7 +742,7 @@ class RetryCall:
             reason = DISABLED
         elif not never_sent and not self._idempotent():
             reason = UNSAFE_METHOD
-        elif not never_sent and not _replayable(self._stream):
+        elif not never_sent and not _replayable(self._stream, controller.flavour):
             reason = BODY_NOT_REPLAYABLE
         elif attempt >= policy.max_attempts:
             reason = MAX_ATTEMPTS
@@ -783,7 +781,7 @@ class RetryCall:
     def _finish(
         self,
         reason: StopReason,
-        outcome: httpx.Response | Exception,
+        outcome: Response | Exception,
         status: int | None,
         error: str | None,
         retry_after: float | None,
@@ -801,28 +799,29 @@ class RetryCall:
         if budget is not None and reason is SUCCESS:
             cost = progress.budget_cost
             budget.release(cost if cost is not None else budget.success_refund)
-        if isinstance(outcome, httpx.Response):
-            _attach(outcome, info)
-        else:
+        if isinstance(outcome, BaseException):
             _remember(outcome, info)
             if failed_retryable:
                 _add_note(
                     outcome,
                     f"retry-transport: gave up after {info.attempts} attempt(s) ({reason.value})",
                 )
+        else:
+            _attach(outcome, info)
         controller.note_finish(self, info, failed_retryable)
 
 
-def _header(response: httpx.Response, name: bytes) -> str | None:
+def _header(response: Response, name: bytes) -> str | None:
     """One response header, found by its lower-case name (cheaper than ``Headers.get``,
     which works out the headers' encoding anew for every response)."""
-    for key, value in response.headers.raw:
+    raw: list[tuple[bytes, bytes]] = response.headers.raw
+    for key, value in raw:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
 
 
-def _attach(response: httpx.Response, info: RetryInfo) -> None:
+def _attach(response: Response, info: RetryInfo) -> None:
     extensions: Any = response.extensions
     try:
         extensions["retry"] = info

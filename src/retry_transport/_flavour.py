@@ -1,0 +1,125 @@
+"""What the core and the drivers need from an HTTP library: one binding per flavour.
+
+retry-transport serves two libraries with the same API under two import names: ``httpx``
+and its successor ``httpx2``. Their classes are distinct (an ``httpx2.ConnectError`` is no
+``httpx.ConnectError``), so nothing outside the flavour modules names either library. The
+core and the drivers ask a :class:`Flavour` instead: which errors a retry may fix, which
+prove that nothing was sent, which body streams can be sent again, what a transport's base
+classes are. :meth:`Flavour.of` builds one from the library's module, the same way for both,
+so the two bindings cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+__all__ = ["Flavour", "Request", "Response", "URL"]
+
+#: An ``httpx.Request`` or an ``httpx2.Request``: the core reads ``method``, ``url``,
+#: ``headers``, ``extensions`` and ``stream``, which both spell alike.
+Request = Any
+#: An ``httpx.Response`` or an ``httpx2.Response`` (``status_code``, ``headers.raw``,
+#: ``extensions``, ``stream``).
+Response = Any
+#: An ``httpx.URL`` or an ``httpx2.URL`` (``scheme``, ``host``, ``port``, ``netloc``,
+#: ``raw_path``).
+URL = Any
+
+
+class _SyncTail:
+    """A body read past the buffer limit: the chunks already read, then the rest. Mixed
+    into the flavour's ``SyncByteStream`` by :meth:`Flavour.of`."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], stream: Any) -> None:
+        self._head, self._rest, self._stream = head, rest, stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        head, self._head = self._head, []
+        yield from head
+        yield from self._rest
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _AsyncTail:
+    """The async twin of :class:`_SyncTail`."""
+
+    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], stream: Any) -> None:
+        self._head, self._rest, self._stream = head, rest, stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        head, self._head = self._head, []
+        for chunk in head:
+            yield chunk
+        async for chunk in self._rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Flavour:
+    """One HTTP library as the transports see it.
+
+    Attributes:
+        name: the library's import name, ``"httpx"`` or ``"httpx2"``.
+        retryable: transport errors a retry may fix: timeouts, network errors (connect,
+            read, write) and remote protocol errors such as a connection dropped before the
+            response.
+        never_sent: errors that prove the request never reached the server (connect errors
+            and timeouts, pool timeouts): safe to retry for any method and any body.
+        timeouts: errors that are timeouts (a retry after one costs the budget more).
+        byte_stream: the in-memory body stream (bytes, text, forms, JSON, a read body):
+            always replayable, and what a buffered response body becomes.
+        sync_byte_stream, async_byte_stream: the response body stream base classes.
+        sync_base, async_base: the transport base classes.
+        sync_transport, async_transport: the default inner transports' classes.
+        cooldown_error: the flavour's ``CooldownError`` (a subclass of its
+            ``TransportError``).
+        sync_tail, async_tail: body streams that put back what was read ahead of the rest.
+    """
+
+    name: str
+    retryable: tuple[type[BaseException], ...]
+    never_sent: tuple[type[BaseException], ...]
+    timeouts: tuple[type[BaseException], ...]
+    byte_stream: type[Any]
+    sync_byte_stream: type[Any]
+    async_byte_stream: type[Any]
+    sync_base: type[Any]
+    async_base: type[Any]
+    sync_transport: Callable[..., Any]
+    async_transport: Callable[..., Any]
+    cooldown_error: type[Any]
+    sync_tail: type[Any]
+    async_tail: type[Any]
+
+    @classmethod
+    def of(cls, module: ModuleType, cooldown_error: type[Any]) -> Flavour:
+        """The binding of ``module`` (``httpx`` or ``httpx2``, which share one API)."""
+        return cls(
+            name=module.__name__,
+            retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError),
+            never_sent=(module.ConnectError, module.ConnectTimeout, module.PoolTimeout),
+            timeouts=(module.TimeoutException,),
+            byte_stream=module.ByteStream,
+            sync_byte_stream=module.SyncByteStream,
+            async_byte_stream=module.AsyncByteStream,
+            sync_base=module.BaseTransport,
+            async_base=module.AsyncBaseTransport,
+            sync_transport=module.HTTPTransport,
+            async_transport=module.AsyncHTTPTransport,
+            cooldown_error=cooldown_error,
+            # A response's stream must be of the flavour's own base class for its
+            # iter_raw() / aiter_raw() to accept it.
+            sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),
+            async_tail=type("AsyncTail", (_AsyncTail, module.AsyncByteStream), {}),
+        )
+
+    def __repr__(self) -> str:
+        return f"<Flavour {self.name}>"

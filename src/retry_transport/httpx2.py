@@ -1,0 +1,108 @@
+"""retry-transport for httpx2 clients, and the SDKs built on them (OpenAI, Anthropic, MCP).
+
+The same public API as ``retry_transport``, bound to httpx2: migrating is changing one
+import::
+
+    import httpx2
+    import retry_transport.httpx2 as rt
+
+    client = httpx2.Client(transport=rt.RetryTransport())
+
+``RetryTransport`` and ``AsyncRetryTransport`` subclass ``httpx2.BaseTransport`` and
+``httpx2.AsyncBaseTransport``, and ``CooldownError`` is an ``httpx2.TransportError``. Every
+flavour-neutral name (``RetryPolicy``, ``RetryBudget``, ``RetryInfo``, ``StopReason``,
+``parse_retry_after``, ``retry_info``, ...) is the very object ``retry_transport`` exports, so
+a budget may be shared between an httpx transport and an httpx2 one. Needs the ``httpx2``
+extra (Python 3.11 or later).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+try:
+    import httpx2 as _httpx2
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "retry_transport.httpx2 needs httpx2 (Python 3.11 or later): "
+        "pip install 'retry-transport[httpx2]'"
+    ) from exc
+
+from . import (
+    DEFAULT_RETRY_METHODS,
+    DEFAULT_RETRY_STATUSES,
+    Attempt,
+    Jitter,
+    RetryBudget,
+    RetryEvent,
+    RetryHook,
+    RetryInfo,
+    RetryPolicy,
+    RetryStats,
+    StopReason,
+    parse_http_date,
+    parse_retry_after,
+    retry_info,
+)
+from ._drivers import AsyncRetry, SyncRetry
+from ._errors import CooldownErrorBase
+from ._flavour import Flavour
+
+__all__ = [
+    "DEFAULT_RETRY_METHODS",
+    "DEFAULT_RETRY_STATUSES",
+    "AsyncRetryTransport",
+    "Attempt",
+    "CooldownError",
+    "Jitter",
+    "RetryBudget",
+    "RetryEvent",
+    "RetryHook",
+    "RetryInfo",
+    "RetryPolicy",
+    "RetryStats",
+    "RetryTransport",
+    "StopReason",
+    "parse_http_date",
+    "parse_retry_after",
+    "retry_info",
+]
+
+
+class CooldownError(CooldownErrorBase, _httpx2.TransportError):
+    """The origin asked for quiet (``Retry-After`` on 429 or 503) and this request cannot wait.
+
+    Raised before anything is sent, when the origin's remaining cooldown is longer than the
+    request's ``max_retry_after`` or would run past its deadline. It subclasses
+    ``httpx2.TransportError``, so existing handlers of transport errors catch it.
+
+    Attributes:
+        origin: the origin that asked, as ``scheme://host:port``.
+        remaining: seconds of quiet the origin still asks for.
+    """
+
+
+#: What the core and the drivers need from httpx2.
+HTTPX2: Final = Flavour.of(_httpx2, CooldownError)
+
+
+class RetryTransport(SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):
+    """An httpx2 transport that retries transient failures of the transport it wraps.
+
+    ``httpx2.Client(transport=RetryTransport(...))``, in ``mounts=``, or as an SDK's
+    ``http_client=httpx2.Client(transport=...)``. Without an inner transport it builds an
+    ``httpx2.HTTPTransport``. The arguments are documented on ``__init__``.
+    """
+
+    _flavour = HTTPX2
+
+
+class AsyncRetryTransport(AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.AsyncBaseTransport):
+    """The async twin of :class:`RetryTransport`, for ``httpx2.AsyncClient``.
+
+    Runs on asyncio and trio alike. Without an inner transport it builds an
+    ``httpx2.AsyncHTTPTransport``.
+    """
+
+    _flavour = HTTPX2
+
