@@ -1027,6 +1027,59 @@ def run_cooldowns(report: Report, settings: Settings) -> None:
     )
 
 
+def run_httpx2(report: Report, settings: Settings) -> None:
+    """Section 6: the httpx2 flavour's success path over httpx2's own MockTransport."""
+    httpx2 = _optional("httpx2")
+    if httpx2 is None:
+        print("\n(httpx2 not installed: section 6 skipped)")
+        return
+    import retry_transport.httpx2 as rt2
+
+    def ok(request: Any) -> Any:
+        return httpx2.Response(200, content=b"ok")
+
+    mock = httpx2.MockTransport(ok)
+    report.add(
+        "httpx2-direct-sync",
+        measure_sync(
+            "[6a] sync, httpx2.MockTransport, transport.handle_request(request) called directly",
+            {
+                "bare httpx2 MockTransport": _direct_sync(
+                    mock.handle_request, httpx2.Request("GET", URL)
+                ),
+                "retry-transport (httpx2)": _direct_sync(
+                    rt2.RetryTransport(mock).handle_request, httpx2.Request("GET", URL)
+                ),
+            },
+            settings.requests,
+            BLOCK_DIRECT,
+            settings,
+        ),
+    )
+
+    async def run_async() -> None:
+        report.add(
+            "httpx2-direct-asyncio",
+            await measure_async(
+                "[6b] asyncio, httpx2.MockTransport, await transport.handle_async_request(request)",
+                {
+                    "bare httpx2 MockTransport": _direct_async(
+                        mock.handle_async_request, httpx2.Request("GET", URL)
+                    ),
+                    "retry-transport (httpx2)": _direct_async(
+                        rt2.AsyncRetryTransport(mock).handle_async_request,
+                        httpx2.Request("GET", URL),
+                    ),
+                },
+                settings.requests,
+                BLOCK_DIRECT,
+                settings,
+            ),
+        )
+
+    asyncio.run(run_async())
+
+
 def run_memory(report: Report, settings: Settings) -> None:
     n = settings.memory_requests
     print(f"\n[4] memory: {n} successful requests, handle_request called directly")
@@ -1148,6 +1201,18 @@ def print_targets(report: Report, peers: Peers) -> None:
                 f"{growth / 1024:.1f} KiB (retained {report.memory.retained / 1024:.1f} KiB)",
             )
         )
+    for loop, limit in (("sync", TARGET_SYNC_US), ("asyncio", TARGET_ASYNC_US)):
+        direct = results.get(f"httpx2-direct-{loop}")
+        if direct is not None:
+            arm = "retry-transport (httpx2)"
+            overhead = direct.overhead_us(arm)
+            lines.append(
+                _check(
+                    f"httpx2 {loop}: success-path overhead over MockTransport <= {limit} us",
+                    overhead <= limit,
+                    f"{overhead:+.2f} us ({_iqr_us(direct, arm)}), ratio {direct.ratio(arm):.3f}",
+                )
+            )
     cooling = results.get("cooldown-table")
     if cooling is not None:
         arm = f"{COOLING_ORIGINS} cooling"
@@ -1206,6 +1271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_loopback(report, settings, peers)
     run_retry(report, settings, peers)
     run_cooldowns(report, settings)
+    run_httpx2(report, settings)
     run_memory(report, settings)
     print_targets(report, peers)
     print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")

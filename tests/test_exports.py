@@ -52,3 +52,66 @@ def test_transport_options_cover_every_keyword() -> None:
     from retry_transport._policy import FIELDS
 
     assert set(TransportOptions.__annotations__) == FIELDS | TRANSPORT_KEYWORDS
+
+
+def test_the_httpx2_flavour_exports_the_same_names() -> None:
+    """retry_transport.httpx2 offers the same API; the flavour-neutral names are the very
+    objects of retry_transport, the flavour-bound ones subclass httpx2's own classes."""
+    import pytest
+
+    httpx2 = pytest.importorskip("httpx2")
+    import retry_transport.httpx2 as rt2
+
+    assert rt2.__all__ == rt.__all__
+    public = {
+        name for name, value in vars(rt2).items()
+        if not name.startswith("_") and not isinstance(value, type(rt2))
+    }
+    assert public == set(rt2.__all__)
+    bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError"}
+    for name in set(rt.__all__) - bound:
+        assert getattr(rt2, name) is getattr(rt, name), name
+    assert issubclass(rt2.RetryTransport, httpx2.BaseTransport)
+    assert issubclass(rt2.AsyncRetryTransport, httpx2.AsyncBaseTransport)
+    assert issubclass(rt2.CooldownError, httpx2.TransportError)
+    import httpx
+
+    for name in bound:
+        assert getattr(rt2, name) is not getattr(rt, name)
+        assert not issubclass(getattr(rt2, name), (httpx.BaseTransport, httpx.AsyncBaseTransport,
+                                                   httpx.TransportError))
+
+
+def test_importing_the_package_imports_no_httpx2() -> None:
+    """httpx2 is optional: ``import retry_transport`` must not load it."""
+    import subprocess
+    import sys
+
+    code = "import sys, retry_transport; print('httpx2' in sys.modules, 'httpcore2' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, timeout=60)
+    assert result.stdout.split() == ["False", "False"]
+
+
+CORE_MODULES = ["_core", "_policy", "_models", "_budget", "_retry_after", "_flavour",
+                "_drivers", "testing"]
+
+
+def test_the_core_and_the_drivers_import_no_http_library() -> None:
+    """The decisions and the driver loops are flavour-neutral: only the flavour modules
+    (``_transports``, ``_errors``, ``httpx2``) name httpx or httpx2."""
+    import ast
+    from pathlib import Path
+
+    package = Path(rt.__file__).parent
+    for module in CORE_MODULES:
+        tree = ast.parse((package / f"{module}.py").read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in {"httpx", "httpx2", "httpcore", "httpcore2"}, (
+                    module, name)

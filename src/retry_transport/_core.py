@@ -180,11 +180,24 @@ def redact_url(url: URL) -> str:
     return f"{url.scheme}://{url.netloc.decode('ascii')}{path}"
 
 
+#: Origins already spelt out, by (scheme, raw host, port): a request to a cooling table
+#: looks its origin up rather than formatting it. Bounded: cleared when full.
+_ORIGINS: dict[tuple[str, bytes, int | None], str] = {}
+_ORIGINS_MAX: Final = 4096
+
+
 def _origin(url: URL) -> str:
     """``scheme://host:port``, the port spelt out (IPv6 hosts in brackets)."""
-    host = f"[{url.host}]" if ":" in url.host else url.host
-    port = url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
-    return f"{url.scheme}://{host}:{port}"
+    key = (url.scheme, url.raw_host, url.port)
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        host = f"[{url.host}]" if ":" in url.host else url.host
+        port = url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
+        origin = f"{url.scheme}://{host}:{port}"
+        if len(_ORIGINS) >= _ORIGINS_MAX:
+            _ORIGINS.clear()
+        _ORIGINS[key] = origin
+    return origin
 
 
 def _length(response: Response) -> int | None:

@@ -16,10 +16,6 @@ a budget may be shared between an httpx transport and an httpx2 one. Needs the `
 extra (Python 3.11 or later).
 """
 
-from __future__ import annotations
-
-from typing import Final
-
 try:
     import httpx2 as _httpx2
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -44,9 +40,9 @@ from . import (
     parse_retry_after,
     retry_info,
 )
-from ._drivers import AsyncRetry, SyncRetry
-from ._errors import CooldownErrorBase
-from ._flavour import Flavour
+from ._drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
+from ._errors import CooldownErrorBase as _CooldownErrorBase
+from ._flavour import Flavour as _Flavour
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
@@ -69,7 +65,7 @@ __all__ = [
 ]
 
 
-class CooldownError(CooldownErrorBase, _httpx2.TransportError):
+class CooldownError(_CooldownErrorBase, _httpx2.TransportError):
     """The origin asked for quiet (``Retry-After`` on 429 or 503) and this request cannot wait.
 
     Raised before anything is sent, when the origin's remaining cooldown is longer than the
@@ -83,10 +79,10 @@ class CooldownError(CooldownErrorBase, _httpx2.TransportError):
 
 
 #: What the core and the drivers need from httpx2.
-HTTPX2: Final = Flavour.of(_httpx2, CooldownError)
+_HTTPX2 = _Flavour.of(_httpx2, CooldownError)
 
 
-class RetryTransport(SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):
+class RetryTransport(_SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):
     """An httpx2 transport that retries transient failures of the transport it wraps.
 
     ``httpx2.Client(transport=RetryTransport(...))``, in ``mounts=``, or as an SDK's
@@ -94,15 +90,15 @@ class RetryTransport(SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):
     ``httpx2.HTTPTransport``. The arguments are documented on ``__init__``.
     """
 
-    _flavour = HTTPX2
+    _flavour = _HTTPX2
 
 
-class AsyncRetryTransport(AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.AsyncBaseTransport):
+class AsyncRetryTransport(_AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.AsyncBaseTransport):
     """The async twin of :class:`RetryTransport`, for ``httpx2.AsyncClient``.
 
     Runs on asyncio and trio alike. Without an inner transport it builds an
     ``httpx2.AsyncHTTPTransport``.
     """
 
-    _flavour = HTTPX2
+    _flavour = _HTTPX2
 
