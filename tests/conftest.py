@@ -21,8 +21,23 @@ def flavour(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that uses the ``flavour`` fixture runs once per installed flavour."""
+    """Every test that uses the ``flavour`` fixture runs once per installed flavour.
+
+    Such a test's module must take ``httpx`` and ``rt`` from ``tests.flavour``: the real
+    modules would make the httpx2 runs quietly test httpx again.
+    """
     if "flavour" in metafunc.fixturenames:
+        import httpx
+
+        import retry_transport
+
+        module = metafunc.module
+        for name in ("httpx", "rt"):
+            if getattr(module, name, None) in (httpx, retry_transport):
+                raise pytest.UsageError(
+                    f"{module.__name__} runs per flavour but imports the real {name}: "
+                    "use 'from tests.flavour import httpx, rt'"
+                )
         metafunc.parametrize("flavour", _flavour.FLAVOURS, indirect=True)
 
 

@@ -3,36 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.harness import Harness
 
+pytestmark = pytest.mark.usefixtures("flavour")
 
-class Body(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A response body that sends some chunks, then fails (or not); records closing."""
 
-    def __init__(self, chunks: list[bytes], error: Exception | None, log: list[str]) -> None:
-        self.chunks, self.error, self.log = chunks, error, log
+def body(chunks: list[bytes], error: Exception | None, log: list[str]) -> Any:
+    """A response body that sends some chunks, then fails (or not); records closing.
 
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.chunks
-        if self.error is not None:
-            raise self.error
+    The class is made at each call, on the stream base classes of the flavour under test."""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-        if self.error is not None:
-            raise self.error
+    class Body(httpx.SyncByteStream, httpx.AsyncByteStream):
+        def __init__(self, chunks: list[bytes], error: Exception | None, log: list[str]) -> None:
+            self.chunks, self.error, self.log = chunks, error, log
 
-    def close(self) -> None:
-        self.log.append("close")
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self.chunks
+            if self.error is not None:
+                raise self.error
 
-    async def aclose(self) -> None:
-        self.log.append("close")
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for chunk in self.chunks:
+                yield chunk
+            if self.error is not None:
+                raise self.error
+
+        def close(self) -> None:
+            self.log.append("close")
+
+        async def aclose(self) -> None:
+            self.log.append("close")
+
+    return Body(chunks, error, log)
 
 
 def bodies(*specs: tuple[list[bytes], Exception | None]) -> tuple[object, list[str], list[int]]:
@@ -42,7 +49,7 @@ def bodies(*specs: tuple[list[bytes], Exception | None]) -> tuple[object, list[s
     def handler(request: httpx.Request) -> httpx.Response:
         chunks, error = specs[min(count[0], len(specs) - 1)]
         count[0] += 1
-        return httpx.Response(200, stream=Body(chunks, error, log))
+        return httpx.Response(200, stream=body(chunks, error, log))
 
     return handler, log, count
 
@@ -150,7 +157,7 @@ def test_retryable_status_body_is_not_read(harness: Harness) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         count[0] += 1
         status = 503 if count[0] == 1 else 200
-        return httpx.Response(status, stream=Body([b"s%d" % status], None, log))
+        return httpx.Response(status, stream=body([b"s%d" % status], None, log))
 
     response = harness.send(harness.transport(handler, retry_body_errors=True))
     assert response.content == b"s200"

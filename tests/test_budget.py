@@ -6,12 +6,13 @@ import threading
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.harness import Harness
 from tests.test_transport import script
+
+pytestmark = pytest.mark.usefixtures("flavour")
 
 
 def always(status: int) -> httpx.MockTransport:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.harness import Harness
+
+pytestmark = pytest.mark.usefixtures("flavour")
 
 
 def timed(harness: Harness, outcomes: list[Any], spend: float) -> tuple[Any, list[dict[str, Any]]]:

@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import current, httpx, rt
 from tests.harness import Harness
 
-
-@dataclasses.dataclass(frozen=True)
-class FrozenReadError(httpx.ReadError):
-    """A transient error that refuses new attributes, as a frozen dataclass does."""
-
-    code: int = 7
-
-    def __str__(self) -> str:
-        return f"frozen read error {self.code}"
+pytestmark = pytest.mark.usefixtures("flavour")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,19 +25,41 @@ class FrozenError(Exception):
     code: int = 9
 
 
-class GuardedError(httpx.ConnectError):
-    """A transient error whose ``__setattr__`` refuses everything after construction."""
+@functools.cache
+def _errors_of(name: str) -> SimpleNamespace:
+    """The error classes that subclass the HTTP library's own, built once per flavour (at
+    import time they could only subclass httpx's, also under the httpx2 id)."""
+    assert name == current()  # ``httpx`` below is that flavour's module
 
-    _sealed = False
+    @dataclasses.dataclass(frozen=True)
+    class FrozenReadError(httpx.ReadError):
+        """A transient error that refuses new attributes, as a frozen dataclass does."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        object.__setattr__(self, "_sealed", True)
+        code: int = 7
 
-    def __setattr__(self, name: str, value: object) -> None:
-        if self._sealed:
-            raise AttributeError(f"{type(self).__name__} is read-only")
-        super().__setattr__(name, value)
+        def __str__(self) -> str:
+            return f"frozen read error {self.code}"
+
+    class GuardedError(httpx.ConnectError):
+        """A transient error whose ``__setattr__`` refuses everything after construction."""
+
+        _sealed = False
+
+        def __init__(self, message: str) -> None:
+            super().__init__(message)
+            object.__setattr__(self, "_sealed", True)
+
+        def __setattr__(self, name: str, value: object) -> None:
+            if self._sealed:
+                raise AttributeError(f"{type(self).__name__} is read-only")
+            super().__setattr__(name, value)
+
+    return SimpleNamespace(FrozenReadError=FrozenReadError, GuardedError=GuardedError)
+
+
+def errors() -> SimpleNamespace:
+    """``FrozenReadError`` and ``GuardedError`` of the flavour under test."""
+    return _errors_of(current())
 
 
 def direct(harness: Harness, transport: Any, request: httpx.Request) -> httpx.Response:
@@ -61,14 +76,14 @@ def direct(harness: Harness, transport: Any, request: httpx.Request) -> httpx.Re
 @pytest.mark.parametrize(
     ("make", "attempts", "reason"),
     [
-        (lambda: FrozenReadError(), 3, rt.StopReason.MAX_ATTEMPTS),
-        (lambda: FrozenError(), 1, rt.StopReason.NOT_RETRYABLE),
-        (lambda: GuardedError("refused"), 3, rt.StopReason.MAX_ATTEMPTS),
+        (lambda: errors().FrozenReadError(), 3, "MAX_ATTEMPTS"),
+        (lambda: FrozenError(), 1, "NOT_RETRYABLE"),
+        (lambda: errors().GuardedError("refused"), 3, "MAX_ATTEMPTS"),
     ],
     ids=["frozen-transient", "frozen-permanent", "setattr-refused"],
 )
 def test_an_exception_that_refuses_attributes_is_raised_unchanged(
-    harness: Harness, make: Any, attempts: int, reason: rt.StopReason
+    harness: Harness, make: Any, attempts: int, reason: str
 ) -> None:
     """The very object the inner transport raised reaches the caller, and retry_info
     still answers for it (the metadata is kept beside it)."""
@@ -86,7 +101,7 @@ def test_an_exception_that_refuses_attributes_is_raised_unchanged(
     assert len(raised) == attempts
     info = rt.retry_info(caught.value)
     assert info is not None
-    assert (info.attempts, info.stop_reason) == (attempts, reason)
+    assert (info.attempts, info.stop_reason) == (attempts, rt.StopReason[reason])
     assert rt.retry_info(make()) is None  # an equal but other object has no metadata
 
 

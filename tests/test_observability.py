@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.harness import Harness
 from tests.test_transport import script
+
+pytestmark = pytest.mark.usefixtures("flavour")
 
 
 def test_stats_count_requests_retries_and_give_ups(harness: Harness) -> None:

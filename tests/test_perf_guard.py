@@ -17,15 +17,17 @@ rather than only showing up as a slower benchmark:
 
 from __future__ import annotations
 
+import functools
 import gc
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import MODULES, current, httpx, rt
+
+pytestmark = pytest.mark.usefixtures("flavour")
 
 URL = "https://api.example.com/items"
 
@@ -34,8 +36,9 @@ URL = "https://api.example.com/items"
 ALLOWED_ON_SUCCESS = {"status_code", "extensions"}
 
 
-class RecordingResponse(httpx.Response):
-    """A response that logs the name of every attribute read on it once ``seen`` is set."""
+class Recording:
+    """Mixed into the flavour's ``Response``: logs the name of every attribute read on the
+    response once ``seen`` is set."""
 
     seen: list[str] | None = None
 
@@ -46,14 +49,9 @@ class RecordingResponse(httpx.Response):
         return object.__getattribute__(self, name)
 
 
-def recording(status: int, seen: list[str], headers: dict[str, str] | None = None) -> Any:
-    response = RecordingResponse(status, headers=headers, content=b"ok")
-    response.seen = seen  # from here on, reads are logged
-    return response
-
-
-class Inner(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """An inner transport that records the requests it gets and returns prepared responses."""
+class Recorder:
+    """Mixed into the flavour's transport base classes: an inner transport that records the
+    requests it gets and returns prepared responses."""
 
     def __init__(self, make: Callable[[int], httpx.Response]) -> None:
         self.make = make
@@ -74,6 +72,27 @@ class Inner(httpx.BaseTransport, httpx.AsyncBaseTransport):
         return self.handle_request(request)
 
 
+@functools.cache
+def _classes(name: str) -> tuple[type[Any], type[Any]]:
+    """``RecordingResponse`` and ``Inner`` bound to flavour ``name``'s classes, built once
+    (at import time they could only subclass httpx's, also under the httpx2 id)."""
+    module = MODULES[name][0]
+    recording_response = type("RecordingResponse", (Recording, module.Response), {})
+    inner = type("Inner", (Recorder, module.BaseTransport, module.AsyncBaseTransport), {})
+    return recording_response, inner
+
+
+def inner_transport(make: Callable[[int], httpx.Response]) -> Any:
+    """An inner transport of the flavour under test (see :class:`Recorder`)."""
+    return _classes(current())[1](make)
+
+
+def recording(status: int, seen: list[str], headers: dict[str, str] | None = None) -> Any:
+    response = _classes(current())[0](status, headers=headers, content=b"ok")
+    response.seen = seen  # from here on, reads are logged
+    return response
+
+
 def no_sleep(seconds: float) -> None:
     return None
 
@@ -90,7 +109,7 @@ def test_first_attempt_outcome_reads_only_status(status: int) -> None:
     """Headers (Retry-After, Date...) are not looked at unless a retry is being decided."""
     seen: list[str] = []
     # A Retry-After on a final response must not be parsed either.
-    inner = Inner(lambda n: recording(status, seen, {"Retry-After": "5", "Date": "x"}))
+    inner = inner_transport(lambda n: recording(status, seen, {"Retry-After": "5", "Date": "x"}))
     transport = rt.RetryTransport(inner)
     response = transport.handle_request(httpx.Request("GET", URL))
     reads = list(seen)  # before this test reads anything itself
@@ -102,7 +121,7 @@ def test_first_attempt_outcome_reads_only_status(status: int) -> None:
 @pytest.mark.anyio
 async def test_first_attempt_success_reads_only_status_async() -> None:
     seen: list[str] = []
-    inner = Inner(lambda n: recording(200, seen, {"Retry-After": "5"}))
+    inner = inner_transport(lambda n: recording(200, seen, {"Retry-After": "5"}))
     transport = rt.AsyncRetryTransport(inner)
     response = await transport.handle_async_request(httpx.Request("GET", URL))
     reads = list(seen)
@@ -114,7 +133,7 @@ async def test_first_attempt_success_reads_only_status_async() -> None:
 def test_the_recorder_sees_header_reads_on_the_retry_path() -> None:
     """Control: deciding a retry does read the headers, and the recorder notices."""
     seen: list[str] = []
-    inner = Inner(lambda n: recording(503 if n == 1 else 200, seen if n == 1 else []))
+    inner = inner_transport(lambda n: recording(503 if n == 1 else 200, seen if n == 1 else []))
     transport = rt.RetryTransport(inner, sleep=no_sleep)
     transport.handle_request(httpx.Request("GET", URL))
     assert "headers" in seen
@@ -126,7 +145,7 @@ def test_the_recorder_sees_header_reads_on_the_retry_path() -> None:
 def test_single_attempt_retry_info_is_shared() -> None:
     """Every first-attempt outcome with the same status shares one RetryInfo object."""
     statuses = [200, 200, 404, 200, 404]
-    inner = Inner(lambda n: httpx.Response(statuses[n - 1]))
+    inner = inner_transport(lambda n: httpx.Response(statuses[n - 1]))
     transport = rt.RetryTransport(inner)
     infos = [rt.retry_info(transport.handle_request(httpx.Request("GET", URL))) for _ in statuses]
     ok, missing = infos[0], infos[2]
@@ -139,7 +158,7 @@ def test_single_attempt_retry_info_is_shared() -> None:
 
 @pytest.mark.anyio
 async def test_single_attempt_retry_info_is_shared_async() -> None:
-    transport = rt.AsyncRetryTransport(Inner(lambda n: httpx.Response(200)))
+    transport = rt.AsyncRetryTransport(inner_transport(lambda n: httpx.Response(200)))
     first = await transport.handle_async_request(httpx.Request("GET", URL))
     second = await transport.handle_async_request(httpx.Request("GET", URL))
     assert rt.retry_info(first) is not None
@@ -150,7 +169,7 @@ async def test_single_attempt_retry_info_is_shared_async() -> None:
 
 
 def test_request_is_passed_through_unchanged_without_deadline() -> None:
-    inner = Inner(lambda n: httpx.Response(200))
+    inner = inner_transport(lambda n: httpx.Response(200))
     transport = rt.RetryTransport(inner)
     timeout = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
     request = httpx.Request("POST", URL, content=b"{}", extensions={"timeout": timeout})
@@ -164,7 +183,7 @@ def test_request_is_passed_through_unchanged_without_deadline() -> None:
 
 @pytest.mark.anyio
 async def test_request_is_passed_through_unchanged_without_deadline_async() -> None:
-    inner = Inner(lambda n: httpx.Response(200))
+    inner = inner_transport(lambda n: httpx.Response(200))
     transport = rt.AsyncRetryTransport(inner)
     request = httpx.Request("GET", URL)
     headers = list(request.headers.raw)
@@ -177,7 +196,7 @@ async def test_request_is_passed_through_unchanged_without_deadline_async() -> N
 
 def test_a_deadline_does_change_what_is_sent() -> None:
     """Control: with a deadline the timeouts sent are clipped, and the check above sees it."""
-    inner = Inner(lambda n: httpx.Response(200))
+    inner = inner_transport(lambda n: httpx.Response(200))
     transport = rt.RetryTransport(inner, deadline=1.0)
     timeout = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
     request = httpx.Request("GET", URL, extensions={"timeout": timeout})
@@ -209,7 +228,7 @@ def _every_third_retried(n: int) -> httpx.Response:
 
 
 def test_nothing_is_retained_after_1000_requests(no_gc: None) -> None:
-    inner = Inner(_every_third_retried)
+    inner = inner_transport(_every_third_retried)
     transport = rt.RetryTransport(inner, sleep=no_sleep)
     refs: list[weakref.ref[Any]] = []
     infos: set[int] = set()
@@ -232,7 +251,7 @@ def test_nothing_is_retained_after_1000_requests(no_gc: None) -> None:
 
 @pytest.mark.anyio
 async def test_nothing_is_retained_after_1000_requests_async(no_gc: None) -> None:
-    inner = Inner(_every_third_retried)
+    inner = inner_transport(_every_third_retried)
     transport = rt.AsyncRetryTransport(inner, sleep=no_sleep_async)
     refs: list[weakref.ref[Any]] = []
     for _ in range(1000):

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import builtins
+import functools
 import math
 import random
 from collections.abc import AsyncIterator, Iterator
@@ -22,12 +24,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-import retry_transport as rt
 from retry_transport._retry_after import MAX_SECONDS
+from tests.flavour import MODULES, current, httpx, rt
+
+#: The transport tests run once per flavour (httpx, httpx2); the parsers are flavour-neutral
+#: (``retry_transport.httpx2`` exports the very same functions) and run once.
+flavoured = pytest.mark.usefixtures("flavour")
 
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -177,16 +182,29 @@ def test_a_date_is_measured_against_the_date_header(moment: datetime, fmt: str) 
 
 # -- the transports over MockTransport -------------------------------------------------
 
-NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-ERRORS: list[type[Exception]] = [
-    httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ReadTimeout,
-    httpx.WriteTimeout, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError,
-    httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.ProxyError, httpx.DecodingError,
-    ValueError, RuntimeError, OSError,
+# Errors are drawn by name and their classes looked up when the scenario runs, from the
+# flavour under test: classes drawn at import time would be httpx's, also under the httpx2 id.
+NEVER_SENT = ("ConnectError", "ConnectTimeout", "PoolTimeout")
+ERRORS: list[str] = [
+    "ConnectError", "ConnectTimeout", "PoolTimeout", "ReadTimeout",
+    "WriteTimeout", "ReadError", "WriteError", "RemoteProtocolError",
+    "UnsupportedProtocol", "LocalProtocolError", "ProxyError", "DecodingError",
+    "ValueError", "RuntimeError", "OSError",
 ]
-BODY_ERRORS: list[type[Exception]] = [httpx.ReadError, httpx.RemoteProtocolError,
-                                      httpx.ReadTimeout, ValueError]
+BODY_ERRORS: list[str] = ["ReadError", "RemoteProtocolError", "ReadTimeout", "ValueError"]
+BUILTIN_ERRORS = {"ValueError", "RuntimeError", "OSError"}
 METHODS = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE", "POST", "PATCH", "PURGE"]
+
+
+def error_class(name: str) -> type[Exception]:
+    """The builtin error of that name, else the flavour's (``httpx2.ReadError`` under httpx2)."""
+    cls: type[Exception] = getattr(builtins if name in BUILTIN_ERRORS else httpx, name)
+    return cls
+
+
+def never_sent(name: str) -> bool:
+    """Whether error ``name`` proves the request never left (a connect or pool failure)."""
+    return issubclass(error_class(name), tuple(getattr(httpx, n) for n in NEVER_SENT))
 
 
 @dataclass(frozen=True)
@@ -198,14 +216,14 @@ class Answer:
 
 @dataclass(frozen=True)
 class Raise:
-    error: type[Exception]
+    error: str  # the name of the error class, see error_class()
 
 
 @dataclass(frozen=True)
 class BodyFails:
     """A 200 whose body breaks after a few bytes."""
 
-    error: type[Exception]
+    error: str  # the name of the error class, see error_class()
 
 
 answers = st.builds(
@@ -219,6 +237,8 @@ outcomes = st.lists(
               st.builds(BodyFails, st.sampled_from(BODY_ERRORS))),
     min_size=1, max_size=8,
 )
+# RetryPolicy, RetryBudget and the defaults are flavour-neutral: retry_transport.httpx2
+# exports the very same objects, so building them at import time is safe.
 policies = st.builds(
     rt.RetryPolicy,
     max_attempts=st.integers(1, 6),
@@ -271,8 +291,9 @@ scenarios = st.builds(
 )
 
 
-class Stream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A response body that may break; records its closing."""
+class Stream:
+    """A response body that may break; records its closing. Mixed into the flavour's byte
+    stream classes by stream(): a response only accepts a stream of its own flavour."""
 
     def __init__(self, error: Exception | None) -> None:
         self.error = error
@@ -295,6 +316,11 @@ class Stream(httpx.SyncByteStream, httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def stream(error: Exception | None) -> Stream:
+    """A :class:`Stream` of the flavour under test."""
+    return _classes(current())[0](error)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -332,34 +358,34 @@ class Run:
     def answer(self, item: Any, body: bytes) -> httpx.Response:
         self.bodies.append(body)
         if isinstance(item, Raise):
-            error = item.error("scripted")
+            error = error_class(item.error)("scripted")
             self.raised.append(error)
             raise error
         if isinstance(item, BodyFails):
-            error = item.error("scripted body error")
+            error = error_class(item.error)("scripted body error")
             self.raised.append(error)
-            stream = Stream(error)
-            response = httpx.Response(200, stream=stream)
+            body_stream = stream(error)
+            response = httpx.Response(200, stream=body_stream)
         else:
             headers = []
             if item.retry_after is not None:
                 headers.append((b"Retry-After", item.retry_after.encode("utf-8")))
             if item.date is not None:
                 headers.append((b"Date", item.date.encode("utf-8")))
-            stream = Stream(None)
-            response = httpx.Response(item.status, headers=headers, stream=stream)
-        self.responses.append((response, stream))
+            body_stream = stream(None)
+            response = httpx.Response(item.status, headers=headers, stream=body_stream)
+        self.responses.append((response, body_stream))
         return response
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         item = self.next_item()
-        if isinstance(item, Raise) and issubclass(item.error, NEVER_SENT):
+        if isinstance(item, Raise) and never_sent(item.error):
             return self.answer(item, b"<never sent>")  # fails before the body is touched
         return self.answer(item, request.read())
 
     async def ahandler(self, request: httpx.Request) -> httpx.Response:
         item = self.next_item()
-        if isinstance(item, Raise) and issubclass(item.error, NEVER_SENT):
+        if isinstance(item, Raise) and never_sent(item.error):
             return self.answer(item, b"<never sent>")
         return self.answer(item, await request.aread())
 
@@ -379,8 +405,9 @@ def body(scenario: Scenario, mode: str) -> Any:
     return achunks()
 
 
-class Inner(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """The inner transport: hands each request to the run's handler.
+class Inner:
+    """The inner transport: hands each request to the run's handler. Mixed into the
+    flavour's transport base classes by inner().
 
     Unlike ``MockTransport`` it does not read the request body before the handler runs, as
     a real transport does not read it before the connection is made: a "never sent" error
@@ -397,6 +424,19 @@ class Inner(httpx.BaseTransport, httpx.AsyncBaseTransport):
         return await self.run.ahandler(request)
 
 
+@functools.cache
+def _classes(name: str) -> tuple[type[Any], type[Any]]:
+    """:class:`Stream` and :class:`Inner` bound to flavour ``name``'s base classes."""
+    module = MODULES[name][0]
+    return (type("Stream", (Stream, module.SyncByteStream, module.AsyncByteStream), {}),
+            type("Inner", (Inner, module.BaseTransport, module.AsyncBaseTransport), {}))
+
+
+def inner(run: Run) -> Inner:
+    """An :class:`Inner` of the flavour under test."""
+    return _classes(current())[1](run)  # type: ignore[no-any-return]
+
+
 def drive(scenario: Scenario, mode: str) -> tuple[Run, Any, Any]:
     """Send one request; returns (run, transport, response or exception)."""
     run = Run(scenario)
@@ -407,7 +447,7 @@ def drive(scenario: Scenario, mode: str) -> tuple[Run, Any, Any]:
                                   wallclock=lambda: 1_700_000_000.0)
     url = "https://api.example.com/items"
     if mode == "sync":
-        transport: Any = rt.RetryTransport(Inner(run), sleep=run.sleep, **kwargs)
+        transport: Any = rt.RetryTransport(inner(run), sleep=run.sleep, **kwargs)
         with httpx.Client(transport=transport) as client:
             try:
                 response = client.request(scenario.method, url, headers=headers,
@@ -417,7 +457,7 @@ def drive(scenario: Scenario, mode: str) -> tuple[Run, Any, Any]:
         return run, transport, response
 
     async def main() -> Any:
-        transport = rt.AsyncRetryTransport(Inner(run), sleep=run.asleep, **kwargs)
+        transport = rt.AsyncRetryTransport(inner(run), sleep=run.asleep, **kwargs)
         async with httpx.AsyncClient(transport=transport) as client:
             try:
                 return transport, await client.request(scenario.method, url, headers=headers,
@@ -466,7 +506,7 @@ def check(scenario: Scenario, run: Run, transport: Any, result: Any) -> None:
     idempotent = scenario.method in policy.retry_methods or bool(key)
     if not idempotent or scenario.streaming:
         for item in run.served[:-1]:
-            assert isinstance(item, Raise) and issubclass(item.error, NEVER_SENT), run.served
+            assert isinstance(item, Raise) and never_sent(item.error), run.served
     if scenario.streaming:
         assert [b for b in run.bodies if b != b"<never sent>"] in ([], [b"payload"])
     else:
@@ -481,6 +521,9 @@ def check(scenario: Scenario, run: Run, transport: Any, result: Any) -> None:
         assert 0 <= scenario.budget.tokens <= scenario.budget.capacity
 
 
+# The flavour fixture only switches which library tests.flavour stands for (a global), so
+# one setup serves every example; each example builds its own transport, mocks and errors.
+@flavoured
 @pytest.mark.parametrize("mode", ["sync", "asyncio", "trio"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios)
@@ -490,6 +533,7 @@ def test_the_transport_survives_anything(mode: str, scenario: Scenario) -> None:
     check(scenario, run, transport, result)
 
 
+@flavoured
 @pytest.mark.parametrize("mode", ["sync", "asyncio"])
 def test_an_rfc850_retry_after_near_the_end_of_the_calendar_is_not_an_error(mode: str) -> None:
     """A server's Retry-After must never make the transport raise: at worst it is ignored."""
@@ -518,6 +562,7 @@ def test_an_rfc850_retry_after_near_the_end_of_the_calendar_is_not_an_error(mode
     assert info is not None and info.attempts == 2
 
 
+@flavoured
 @pytest.mark.parametrize("mode", ["sync", "asyncio", "trio"])
 def test_a_streaming_body_survives_a_connect_error_with_a_deadline(mode: str) -> None:
     """MockTransport (and pytest-httpx) read the body before the handler runs; without a

@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
 from retry_transport.testing import TestingLog, retry_testing
+from tests.flavour import httpx, rt
+
+#: The tests that build transports run once per flavour (httpx, httpx2); the ones about the
+#: testing-mode blocks alone need no HTTP library.
+flavoured = pytest.mark.usefixtures("flavour")
 
 
 def slept() -> tuple[list[float], Any, Any]:
@@ -31,6 +34,7 @@ def flaky(*statuses: int) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
+@flavoured
 def test_waits_are_logged_not_slept() -> None:
     """Inside retry_testing the transport's own sleep only ever gets 0."""
     real_waits, sleep, _ = slept()
@@ -45,6 +49,7 @@ def test_waits_are_logged_not_slept() -> None:
     assert info is not None and [a.wait for a in info.history[:-1]] == log.waits
 
 
+@flavoured
 def test_jitter_is_seeded() -> None:
     """The same seed gives the same waits, whatever rng the transport was built with."""
     def run(seed: int) -> list[float]:
@@ -57,6 +62,7 @@ def test_jitter_is_seeded() -> None:
     assert run(3) != run(4)
 
 
+@flavoured
 def test_attempts_set_and_capped() -> None:
     """attempts= replaces every policy's limit; with cap=True it only lowers it."""
     def attempts(**kwargs: Any) -> int:
@@ -92,6 +98,7 @@ def test_invalid_attempts() -> None:
         pass
 
 
+@flavoured
 @pytest.mark.anyio
 async def test_async_transports_do_not_wait(anyio_backend: str) -> None:
     """The async driver gets zero-second sleeps too, on asyncio and trio."""
@@ -106,6 +113,7 @@ async def test_async_transports_do_not_wait(anyio_backend: str) -> None:
     assert len(log.waits) == 1
 
 
+@flavoured
 def test_the_pytest_fixture(retry_testing: TestingLog) -> None:
     """The plugin's fixture (pytest11 entry point) turns testing mode on for the test."""
     from retry_transport import testing
@@ -117,16 +125,39 @@ def test_the_pytest_fixture(retry_testing: TestingLog) -> None:
     assert len(retry_testing.waits) == 1
 
 
-def test_works_with_pytest_httpx(httpx_mock: Any) -> None:
-    """Testing mode and pytest-httpx together: the default inner transport, no waiting."""
-    httpx_mock.add_response(status_code=429, headers={"Retry-After": "120"})
-    httpx_mock.add_response(json={"ok": True})
+def test_works_with_pytest_httpx(mock_router: Any) -> None:
+    """Testing mode and the flavour's pytest mock (pytest-httpx's ``httpx_mock``, or
+    httpx2-pytest's ``httpx2_mock``) together: the default inner transport, no waiting."""
+    mock_router.add_response(status_code=429, headers={"Retry-After": "120"})
+    mock_router.add_response(json={"ok": True})
     transport = rt.RetryTransport(max_retry_after=300)
     with retry_testing() as log, httpx.Client(transport=transport) as client:
         assert client.get("https://api.example.com/").json() == {"ok": True}
     assert len(log.waits) == 1 and log.waits[0] >= 120.0
+    assert len(mock_router.get_requests()) == 2  # both attempts reached the flavour's mock
 
 
+@pytest.mark.anyio
+async def test_the_pytest_fixture_works_with_pytest_httpx(
+    anyio_backend: str, retry_testing: TestingLog, mock_router: Any
+) -> None:
+    """The ``retry_testing`` fixture and the flavour's pytest mock, sync and async: the
+    default inner transports are mocked, and a long Retry-After is logged, not slept."""
+    for _ in range(2):
+        mock_router.add_response(status_code=503, headers={"Retry-After": "3600"})
+        mock_router.add_response(json={"ok": True})
+    transport = rt.RetryTransport(max_retry_after=7200)
+    with httpx.Client(transport=transport) as client:  # the real time.sleep: must not run
+        assert client.get("https://api.example.com/").json() == {"ok": True}
+    atransport = rt.AsyncRetryTransport(max_retry_after=7200)
+    async with httpx.AsyncClient(transport=atransport) as aclient:
+        with anyio.fail_after(5):  # the real anyio.sleep: must not run
+            assert (await aclient.get("https://api.example.com/")).json() == {"ok": True}
+    assert len(retry_testing.waits) == 2 and min(retry_testing.waits) >= 3600.0
+    assert len(mock_router.get_requests()) == 4
+
+
+@flavoured
 def test_deadline_counts_the_skipped_waits() -> None:
     """Testing mode stops where production would: the deadline sees the planned waits."""
     from tests.harness import FakeClock
@@ -150,6 +181,7 @@ def test_deadline_counts_the_skipped_waits() -> None:
     assert run(testing=False) == run(testing=True) == (2, rt.StopReason.DEADLINE)
 
 
+@flavoured
 def test_no_cooldown_is_started_in_testing_mode() -> None:
     """Time stands still in testing mode, so a Retry-After cannot hold later requests."""
     count = [0]

@@ -4,19 +4,21 @@ asyncio and on trio (the ``harness`` fixture), with virtual time and a seeded ra
 
 from __future__ import annotations
 
+import builtins
 import io
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.harness import Harness
 
-Handler = Callable[[httpx.Request], httpx.Response]
+pytestmark = pytest.mark.usefixtures("flavour")
+
+Handler = Callable[["httpx.Request"], "httpx.Response"]
 
 
 def script(*outcomes: int | BaseException | httpx.Response) -> tuple[Handler, list[httpx.Request]]:
@@ -153,23 +155,39 @@ def test_seeded_rng_makes_waits_reproducible(harness: Harness) -> None:
 
 # -- transport errors ------------------------------------------------------------------
 
-REQUEST = httpx.Request("GET", "https://api.example.com/")
-
-TRANSIENT = [
-    httpx.ConnectError("refused"),
-    httpx.ConnectTimeout("connect timed out"),
-    httpx.ReadTimeout("read timed out"),
-    httpx.WriteTimeout("write timed out"),
-    httpx.PoolTimeout("pool timed out"),
-    httpx.ReadError("reset"),
-    httpx.WriteError("broken pipe"),
-    httpx.RemoteProtocolError("Server disconnected without sending a response."),
-]
+# Errors are parametrised by name and built inside each test, from the flavour under test
+# (an instance built at import time would be an httpx error, also under the httpx2 id).
 
 
-@pytest.mark.parametrize("error", TRANSIENT, ids=lambda e: type(e).__name__)
-def test_transient_errors_are_retried(harness: Harness, error: Exception) -> None:
+def errors(**messages: str) -> list[Any]:
+    """One parameter per ``Name="message"``, its id the class name; ``make`` builds it."""
+    return [pytest.param((name, message), id=name) for name, message in messages.items()]
+
+
+def make(spec: tuple[str, str]) -> Exception:
+    """A fresh ``Name(message)``: the flavour's class of that name, else the builtin one."""
+    name, message = spec
+    cls = getattr(httpx, name) if hasattr(httpx, name) else getattr(builtins, name)
+    error: Exception = cls(message)
+    return error
+
+
+TRANSIENT = errors(
+    ConnectError="refused",
+    ConnectTimeout="connect timed out",
+    ReadTimeout="read timed out",
+    WriteTimeout="write timed out",
+    PoolTimeout="pool timed out",
+    ReadError="reset",
+    WriteError="broken pipe",
+    RemoteProtocolError="Server disconnected without sending a response.",
+)
+
+
+@pytest.mark.parametrize("spec", TRANSIENT)
+def test_transient_errors_are_retried(harness: Harness, spec: tuple[str, str]) -> None:
     """Transient transport errors are retried like transient statuses."""
+    error = make(spec)
     handler, seen = script(error, 200)
     response = harness.send(harness.transport(handler))
     assert response.status_code == 200
@@ -179,9 +197,10 @@ def test_transient_errors_are_retried(harness: Harness, error: Exception) -> Non
     assert info.history[0] == rt.Attempt(None, type(error).__name__, None, harness.waits[0])
 
 
-@pytest.mark.parametrize("error", TRANSIENT, ids=lambda e: type(e).__name__)
-def test_last_error_is_reraised_unchanged(harness: Harness, error: Exception) -> None:
+@pytest.mark.parametrize("spec", TRANSIENT)
+def test_last_error_is_reraised_unchanged(harness: Harness, spec: tuple[str, str]) -> None:
     """Giving up re-raises the very exception the inner transport raised, with metadata."""
+    error = make(spec)
     handler, seen = script(error)
     with pytest.raises(type(error)) as caught:
         harness.send(harness.transport(handler))
@@ -193,22 +212,21 @@ def test_last_error_is_reraised_unchanged(harness: Harness, error: Exception) ->
     assert [a.error for a in info.history] == [type(error).__name__] * 3
     if sys.version_info >= (3, 11):
         assert "gave up after 3 attempt(s) (max_attempts)" in caught.value.__notes__[-1]
-    error.__notes__ = []  # the exceptions are shared between parametrised runs
 
 
 @pytest.mark.parametrize(
-    "error",
-    [
-        httpx.UnsupportedProtocol("ftp"),
-        httpx.LocalProtocolError("bad header"),
-        httpx.ProxyError("proxy said no"),
-        ValueError("a bug in the inner transport"),
-        RuntimeError("anything else"),
-    ],
-    ids=lambda e: type(e).__name__,
+    "spec",
+    errors(
+        UnsupportedProtocol="ftp",
+        LocalProtocolError="bad header",
+        ProxyError="proxy said no",
+        ValueError="a bug in the inner transport",
+        RuntimeError="anything else",
+    ),
 )
-def test_non_transient_errors_are_raised_at_once(harness: Harness, error: Exception) -> None:
+def test_non_transient_errors_are_raised_at_once(harness: Harness, spec: tuple[str, str]) -> None:
     """What a retry cannot fix is raised after one attempt, unchanged (no note added)."""
+    error = make(spec)
     handler, seen = script(error, 200)
     with pytest.raises(type(error)) as caught:
         harness.send(harness.transport(handler))
@@ -280,28 +298,28 @@ def test_custom_idempotency_header(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize(
-    "error",
-    [httpx.ConnectError("refused"), httpx.ConnectTimeout("slow"), httpx.PoolTimeout("full")],
-    ids=lambda e: type(e).__name__,
+    "spec", errors(ConnectError="refused", ConnectTimeout="slow", PoolTimeout="full")
 )
-def test_never_sent_failures_are_retried_for_any_method(harness: Harness, error: Exception) -> None:
+def test_never_sent_failures_are_retried_for_any_method(
+    harness: Harness, spec: tuple[str, str]
+) -> None:
     """A failure that proves nothing reached the server may be retried even for POST."""
-    handler, seen = script(error, 200)
+    handler, seen = script(make(spec), 200)
     response = harness.send(harness.transport(handler), "POST", content=b"x")
     assert response.status_code == 200
     assert len(seen) == 2
 
 
 @pytest.mark.parametrize(
-    "error",
-    [httpx.ReadTimeout("slow"), httpx.ReadError("reset"),
-     httpx.RemoteProtocolError("disconnected"), httpx.WriteTimeout("slow")],
-    ids=lambda e: type(e).__name__,
+    "spec",
+    errors(ReadTimeout="slow", ReadError="reset", RemoteProtocolError="disconnected",
+           WriteTimeout="slow"),
 )
 def test_post_is_not_retried_when_the_server_may_have_seen_it(
-    harness: Harness, error: Exception
+    harness: Harness, spec: tuple[str, str]
 ) -> None:
     """A read error on a POST could mean the payment went through: sent once, error raised."""
+    error = make(spec)
     handler, seen = script(error, 200)
     with pytest.raises(type(error)) as caught:
         harness.send(harness.transport(handler), "POST", content=b"pay")
@@ -568,22 +586,27 @@ def test_invalid_override_raises_before_sending(
 # -- resources -------------------------------------------------------------------------
 
 
-class TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    def __init__(self, log: list[str], name: str) -> None:
-        self.log = log
-        self.name = name
+def tracked_stream(log: list[str], name: str) -> Any:
+    """A body stream of the flavour under test that logs its closing as ``close <name>``."""
 
-    def __iter__(self) -> Iterator[bytes]:
-        yield b"body"
+    class TrackedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+        def __init__(self, log: list[str], name: str) -> None:
+            self.log = log
+            self.name = name
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        yield b"body"
+        def __iter__(self) -> Iterator[bytes]:
+            yield b"body"
 
-    def close(self) -> None:
-        self.log.append(f"close {self.name}")
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b"body"
 
-    async def aclose(self) -> None:
-        self.log.append(f"close {self.name}")
+        def close(self) -> None:
+            self.log.append(f"close {self.name}")
+
+        async def aclose(self) -> None:
+            self.log.append(f"close {self.name}")
+
+    return TrackedStream(log, name)
 
 
 def test_discarded_responses_are_closed_before_the_wait(harness: Harness) -> None:
@@ -595,7 +618,7 @@ def test_discarded_responses_are_closed_before_the_wait(harness: Harness) -> Non
         nonlocal count
         count += 1
         status = 200 if count == 3 else 503
-        return httpx.Response(status, stream=TrackedStream(log, f"#{count}"))
+        return httpx.Response(status, stream=tracked_stream(log, f"#{count}"))
 
     transport = harness.transport(handler)
     sleep = transport._sleep
@@ -656,32 +679,39 @@ def test_recovery_is_logged_at_info(harness: Harness, caplog: pytest.LogCaptureF
 
 # -- construction ----------------------------------------------------------------------
 
+#: The two transports, by name: ``getattr(rt, name)`` is the flavour's class.
+TRANSPORTS = ["RetryTransport", "AsyncRetryTransport"]
 
-@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
-def test_unknown_keyword_is_a_type_error(cls: Any) -> None:
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_unknown_keyword_is_a_type_error(transport: str) -> None:
     """A misspelt keyword is caught at once."""
+    cls = getattr(rt, transport)
     with pytest.raises(TypeError, match="max_attempt"):
         cls(max_attempt=3)
 
 
-@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
-def test_transport_keywords_with_a_transport_are_a_type_error(cls: Any) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_transport_keywords_with_a_transport_are_a_type_error(transport: str) -> None:
     """http2=/limits= configure the inner transport it builds, not one it is given."""
+    cls = getattr(rt, transport)
     inner = httpx.MockTransport(lambda r: httpx.Response(200))
     with pytest.raises(TypeError, match="limits"):
         cls(inner, limits=httpx.Limits(max_connections=3))
 
 
-@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
-def test_invalid_field_is_a_value_error(cls: Any) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_invalid_field_is_a_value_error(transport: str) -> None:
     """Policy fields given as keywords are validated like the policy's own."""
+    cls = getattr(rt, transport)
     with pytest.raises(ValueError, match="base_delay"):
         cls(base_delay=-1)
 
 
-@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
-def test_retry_transport_cannot_wrap_a_retry_transport(cls: Any) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_retry_transport_cannot_wrap_a_retry_transport(transport: str) -> None:
     """Retry at one layer only."""
+    cls = getattr(rt, transport)
     with pytest.raises(ValueError, match="one layer"):
         cls(cls())
 
@@ -703,23 +733,24 @@ def test_transport_keywords_reach_the_inner_transport() -> None:
     assert atransport._transport._pool._max_keepalive_connections == 3  # type: ignore[attr-defined]
 
 
-def test_default_inner_transport_with_pytest_httpx(httpx_mock: Any) -> None:
-    """The default inner HTTPTransport is a real httpx transport (here mocked by pytest-httpx)."""
-    httpx_mock.add_response(status_code=503, headers={"Retry-After": "0"})
-    httpx_mock.add_response(status_code=200, text="ok")
+def test_default_inner_transport_with_pytest_httpx(mock_router: Any) -> None:
+    """The default inner HTTPTransport is a real httpx transport (here mocked by pytest-httpx,
+    or httpx2-pytest under httpx2)."""
+    mock_router.add_response(status_code=503, headers={"Retry-After": "0"})
+    mock_router.add_response(status_code=200, text="ok")
     waits: list[float] = []
     with httpx.Client(transport=rt.RetryTransport(sleep=waits.append)) as client:
         response = client.get("https://api.example.com/")
     assert response.text == "ok"
-    assert len(httpx_mock.get_requests()) == 2
+    assert len(mock_router.get_requests()) == 2
     assert len(waits) == 1
 
 
 @pytest.mark.anyio
-async def test_async_default_inner_transport_with_pytest_httpx(httpx_mock: Any) -> None:
+async def test_async_default_inner_transport_with_pytest_httpx(mock_router: Any) -> None:
     """The async twin builds an AsyncHTTPTransport and sleeps with anyio (virtual here)."""
-    httpx_mock.add_response(status_code=502)
-    httpx_mock.add_response(status_code=200)
+    mock_router.add_response(status_code=502)
+    mock_router.add_response(status_code=200)
     waits: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -812,9 +843,12 @@ def test_retry_info_of_anything_else_is_none() -> None:
         ({"policy": {"max_attempts": 2}}, "policy"),
     ],
 )
-@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
-def test_bad_transport_options_name_the_field(cls: Any, kwargs: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_bad_transport_options_name_the_field(
+    transport: str, kwargs: dict[str, Any], field: str
+) -> None:
     """Every option is checked at construction, with a ValueError that names it."""
+    cls = getattr(rt, transport)
     with pytest.raises(ValueError, match=field):
         cls(**kwargs)
 
@@ -950,11 +984,12 @@ def test_a_string_is_not_a_list_of_hooks(value: Any) -> None:
         rt.RetryTransport(hooks=value)
 
 
-@pytest.mark.parametrize("cls", [rt.RetryTransport, rt.AsyncRetryTransport])
-def test_the_signature_says_each_transport_gets_its_own_budget(cls: Any) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_the_signature_says_each_transport_gets_its_own_budget(transport: str) -> None:
     """help() must not read as one shared default budget."""
     import inspect
 
+    cls = getattr(rt, transport)
     default = inspect.signature(cls).parameters["budget"].default
     assert repr(default) == "<a new RetryBudget() for each transport>"
     assert cls().budget is not cls().budget

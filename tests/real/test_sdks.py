@@ -1,0 +1,447 @@
+"""The OpenAI and Anthropic SDKs on an httpx2 client whose transport is a retry transport,
+against a fake API on 127.0.0.1 (``sdk_server.py``): what the server counted proves what was
+sent, and the SDKs parse its answers into their own types.
+
+Each test runs for both SDKs; most run sync, and async on asyncio and on trio (the
+``anyio_backend`` fixture), the last few sync only. Both SDKs run on trio, since they sleep
+with ``anyio.sleep`` and do their I/O through the httpx2 client. Our transport's waits are
+recorded, never slept. The SDKs' own retries, where a test leaves them on, wait what the
+server's ``retry-after-ms: 1`` asks (a header only the SDKs read): a millisecond each.
+
+What the SDKs do on the wire, as these tests pin down:
+
+- Both send ``x-stainless-retry-count`` with their own retry count. Our retries happen below
+  the SDK and resend its request as it is, so each of our attempts carries the same count.
+- Neither sends an ``Idempotency-Key``: both make one up for every non-GET call, but have no
+  header to send it in. So without ``auto_idempotency_key`` (or a key in ``extra_headers``),
+  our transport sends a POST once; the SDKs' own retries resend it regardless.
+- OpenAI raises ``InternalServerError`` for a 503; Anthropic raises ``ServiceUnavailableError``,
+  a subclass of its ``InternalServerError``. Either way ``error.response`` is the httpx2
+  response our transport returned, with its retry metadata.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+
+httpx2 = pytest.importorskip("httpx2")  # Python 3.11+
+openai = pytest.importorskip("openai", minversion="3")  # the SDKs built on httpx2
+anthropic = pytest.importorskip("anthropic", minversion="2")
+
+import retry_transport.httpx2 as rt  # noqa: E402
+from retry_transport.testing import retry_testing  # noqa: E402
+from tests.real.sdk_server import (  # noqa: E402
+    ANSWER,
+    ANTHROPIC_MODEL,
+    OPENAI_MODEL,
+    FakeAPI,
+    Fault,
+)
+from tests.real.servers import Seen, closed_port  # noqa: E402
+
+pytestmark = pytest.mark.real
+
+#: The SDK clients' timeout, seconds: no test's outcome depends on it.
+TIMEOUT = 2.0
+#: A 503 storm the SDKs wait a millisecond after (``retry-after-ms``), and ours the backoff.
+STORM = Fault(503, headers=(("retry-after-ms", "1"),))
+#: The SDKs' default ``max_retries``, and our default ``max_attempts``.
+SDK_DEFAULT_RETRIES = 2
+OUR_DEFAULT_ATTEMPTS = 3
+
+PROMPT = [{"role": "user", "content": "Hello?"}]
+
+
+@dataclass
+class Waits:
+    """Our transport's injected sleep: records the waits, never sleeps on wall time."""
+
+    waits: list[float] = field(default_factory=list)
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    async def asleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await anyio.sleep(0)
+
+
+@dataclass(frozen=True)
+class Kit:
+    """One SDK: its clients, the calls the tests make with them, and what they return."""
+
+    api: str
+    sync_client: Callable[..., Any]
+    async_client: Callable[..., Any]
+    #: what the SDK raises for a 503, and for a connection it could not make
+    error: type[Exception]
+    connection_error: type[Exception]
+    models_path: str
+    create_path: str
+    model_ids: tuple[str, ...]
+    #: ``client.models.list()`` and ``client.models.with_raw_response.list()``
+    list_models: Callable[[Any], Any]
+    raw_list_models: Callable[[Any], Any]
+    #: a chat completion (OpenAI) or a message (Anthropic): a POST; keywords go to the SDK
+    create: Callable[..., Any]
+    text: Callable[[Any], str]
+
+    def base_url(self, root: str) -> str:
+        """The SDK's ``base_url`` for a server at ``root``: OpenAI's paths start after /v1."""
+        return root + "/v1" if self.api == "openai" else root
+
+    def ids(self, page: Any) -> tuple[str, ...]:
+        return tuple(model.id for model in page.data)
+
+
+KITS = {
+    "openai": Kit(
+        api="openai",
+        sync_client=openai.OpenAI,
+        async_client=openai.AsyncOpenAI,
+        error=openai.InternalServerError,
+        connection_error=openai.APIConnectionError,
+        models_path="/v1/models",
+        create_path="/v1/chat/completions",
+        model_ids=(OPENAI_MODEL, "gpt-test-mini"),
+        list_models=lambda client: client.models.list(),
+        raw_list_models=lambda client: client.models.with_raw_response.list(),
+        create=lambda client, **extra: client.chat.completions.create(
+            model=OPENAI_MODEL, messages=PROMPT, **extra),
+        text=lambda completion: completion.choices[0].message.content,
+    ),
+    "anthropic": Kit(
+        api="anthropic",
+        sync_client=anthropic.Anthropic,
+        async_client=anthropic.AsyncAnthropic,
+        error=anthropic.ServiceUnavailableError,
+        connection_error=anthropic.APIConnectionError,
+        models_path="/v1/models",
+        create_path="/v1/messages",
+        model_ids=(ANTHROPIC_MODEL, "claude-test-mini"),
+        list_models=lambda client: client.models.list(),
+        raw_list_models=lambda client: client.models.with_raw_response.list(),
+        create=lambda client, **extra: client.messages.create(
+            model=ANTHROPIC_MODEL, max_tokens=64, messages=PROMPT, **extra),
+        text=lambda message: message.content[0].text,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def _apis() -> Iterator[dict[str, FakeAPI]]:
+    servers = {api: FakeAPI(api).start() for api in KITS}
+    try:
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@pytest.fixture(params=list(KITS))
+def kit(request: pytest.FixtureRequest) -> Kit:
+    """Each test runs once per SDK."""
+    return KITS[str(request.param)]
+
+
+@pytest.fixture
+def server(kit: Kit, _apis: dict[str, FakeAPI]) -> FakeAPI:
+    """The kit's fake API, with its scripts and records cleared for this test."""
+    api = _apis[kit.api]
+    api.reset()
+    return api
+
+
+@pytest.fixture
+def waits() -> Waits:
+    return Waits()
+
+
+@contextmanager
+def sdk(kit: Kit, root: str, waits: Waits, *, max_retries: int | None = 0,
+        **transport_kwargs: Any) -> Iterator[Any]:
+    """The kit's sync client on ``httpx2.Client(transport=rt.RetryTransport(...))``, as the
+    README sets it up; ``max_retries=None`` leaves the SDK's own retries at its default."""
+    transport = rt.RetryTransport(sleep=waits.sleep, **transport_kwargs)
+    retries = {} if max_retries is None else {"max_retries": max_retries}
+    with kit.sync_client(base_url=kit.base_url(root), api_key="test", timeout=TIMEOUT,
+                         http_client=httpx2.Client(transport=transport), **retries) as client:
+        yield client
+
+
+@asynccontextmanager
+async def asdk(kit: Kit, root: str, waits: Waits, *, max_retries: int | None = 0,
+               **transport_kwargs: Any) -> AsyncIterator[Any]:
+    """The async twin of :func:`sdk`: ``httpx2.AsyncClient`` and ``rt.AsyncRetryTransport``."""
+    transport = rt.AsyncRetryTransport(sleep=waits.asleep, **transport_kwargs)
+    retries = {} if max_retries is None else {"max_retries": max_retries}
+    async with kit.async_client(
+        base_url=kit.base_url(root), api_key="test", timeout=TIMEOUT,
+        http_client=httpx2.AsyncClient(transport=transport), **retries,
+    ) as client:
+        yield client
+
+
+def retry_counts(sent: list[Seen]) -> list[str | None]:
+    """The SDK's own ``x-stainless-retry-count`` on each request the server received."""
+    return [seen.header("x-stainless-retry-count") for seen in sent]
+
+
+def key_headers(seen: Seen) -> list[str]:
+    return [value for name, value in seen.headers if name.lower() == "idempotency-key"]
+
+
+# -- a listing GET: retried below the SDK, parsed by it ------------------------------------
+
+
+def check_listing(kit: Kit, server: FakeAPI, waits: Waits, page: Any) -> None:
+    assert kit.ids(page) == kit.model_ids
+    sent = server.requests(kit.models_path)
+    assert [seen.method for seen in sent] == ["GET", "GET"]
+    assert len(waits.waits) == 1
+    # the SDK made one attempt; it never learns of ours
+    assert retry_counts(sent) == ["0", "0"]
+
+
+def test_listing_rides_out_a_503(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.fail(kit.models_path, Fault(503))
+    with sdk(kit, server.url, waits) as client:
+        page = kit.list_models(client)
+    check_listing(kit, server, waits, page)
+
+
+@pytest.mark.anyio
+async def test_listing_rides_out_a_503_async(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.fail(kit.models_path, Fault(503))
+    async with asdk(kit, server.url, waits) as client:
+        page = await kit.list_models(client)
+    check_listing(kit, server, waits, page)
+
+
+# -- the raw response carries our metadata -----------------------------------------------
+
+
+def check_raw(kit: Kit, server: FakeAPI, raw: Any, parsed: Any) -> None:
+    assert isinstance(raw.http_response, httpx2.Response)
+    info = rt.retry_info(raw.http_response)
+    assert info is not None
+    assert info.attempts == 2
+    assert info.stop_reason is rt.StopReason.SUCCESS
+    assert [attempt.status for attempt in info.history] == [503, 200]
+    assert raw.retries_taken == 0  # the SDK's own count: it retried nothing
+    assert kit.ids(parsed) == kit.model_ids
+    assert len(server.requests(kit.models_path)) == 2
+
+
+def test_raw_response_carries_retry_info(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.fail(kit.models_path, Fault(503))
+    with sdk(kit, server.url, waits) as client:
+        raw = kit.raw_list_models(client)
+        parsed = raw.parse()
+    check_raw(kit, server, raw, parsed)
+
+
+@pytest.mark.anyio
+async def test_raw_response_carries_retry_info_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.models_path, Fault(503))
+    async with asdk(kit, server.url, waits) as client:
+        raw = await kit.raw_list_models(client)
+        parsed = raw.parse()
+        if inspect.isawaitable(parsed):  # Anthropic's async raw response parses async
+            parsed = await parsed
+    check_raw(kit, server, raw, parsed)
+
+
+# -- a POST without a key: sent once, the SDK's own error --------------------------------
+
+
+def check_post_sent_once(kit: Kit, server: FakeAPI, waits: Waits, error: Exception) -> None:
+    assert type(error) is kit.error
+    assert isinstance(error, (openai.InternalServerError, anthropic.InternalServerError))
+    assert error.status_code == 503  # type: ignore[attr-defined]
+    assert rt.retry_info(error) is None  # the SDK's exception, not one of ours...
+    info = rt.retry_info(error.response)  # type: ignore[attr-defined]
+    assert info is not None  # ...but its response is the one our transport returned
+    assert info.attempts == 1
+    assert info.stop_reason is rt.StopReason.UNSAFE_METHOD
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST"]
+    assert sent[0].idempotency_key is None  # the SDK sends none of its own
+    assert waits.waits == []
+
+
+def test_post_without_a_key_is_sent_once(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.fail(kit.create_path, Fault(503))
+    with sdk(kit, server.url, waits) as client, pytest.raises(kit.error) as caught:
+        kit.create(client)
+    check_post_sent_once(kit, server, waits, caught.value)
+
+
+@pytest.mark.anyio
+async def test_post_without_a_key_is_sent_once_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, Fault(503))
+    async with asdk(kit, server.url, waits) as client:
+        with pytest.raises(kit.error) as caught:
+            await kit.create(client)
+    check_post_sent_once(kit, server, waits, caught.value)
+
+
+# -- a POST with auto_idempotency_key: retried, one key on both attempts ----------------
+
+
+def check_keyed_post(kit: Kit, server: FakeAPI, waits: Waits, result: Any) -> None:
+    assert kit.text(result) == ANSWER
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST", "POST"]
+    assert [len(key_headers(seen)) for seen in sent] == [1, 1]
+    first, second = (seen.idempotency_key for seen in sent)
+    assert first is not None and first == second
+    assert first.startswith('"') and first.endswith('"')  # an sf-string: a quoted UUID
+    assert sent[0].body == sent[1].body
+    assert len(waits.waits) == 1
+
+
+def test_post_with_auto_idempotency_key_is_retried(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, Fault(503))
+    with sdk(kit, server.url, waits, auto_idempotency_key=True) as client:
+        result = kit.create(client)
+    check_keyed_post(kit, server, waits, result)
+
+
+@pytest.mark.anyio
+async def test_post_with_auto_idempotency_key_is_retried_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, Fault(503))
+    async with asdk(kit, server.url, waits, auto_idempotency_key=True) as client:
+        result = await kit.create(client)
+    check_keyed_post(kit, server, waits, result)
+
+
+# -- why max_retries=0: retries at two layers multiply ----------------------------------
+
+
+def check_storm(kit: Kit, server: FakeAPI, waits: Waits, error: Exception, client: Any) -> None:
+    assert client.max_retries == SDK_DEFAULT_RETRIES
+    assert isinstance(error, kit.error)
+    sent = server.requests(kit.models_path)
+    # each of the SDK's 3 attempts is 3 of ours: 9 requests for one call
+    assert len(sent) == (SDK_DEFAULT_RETRIES + 1) * OUR_DEFAULT_ATTEMPTS == 9
+    assert retry_counts(sent) == ["0"] * 3 + ["1"] * 3 + ["2"] * 3
+    assert len(waits.waits) == 6  # ours: two per SDK attempt
+
+
+def test_sdk_retries_multiply_ours(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.fail(kit.models_path, forever=STORM)
+    with sdk(kit, server.url, waits, max_retries=None) as client, \
+            pytest.raises(kit.error) as caught:
+        kit.list_models(client)
+    check_storm(kit, server, waits, caught.value, client)
+
+    server.reset()  # the same storm with the README's max_retries=0: three requests
+    server.fail(kit.models_path, forever=STORM)
+    with sdk(kit, server.url, waits) as client, pytest.raises(kit.error) as caught:
+        kit.list_models(client)
+    assert len(server.requests(kit.models_path)) == OUR_DEFAULT_ATTEMPTS
+    info = rt.retry_info(caught.value.response)  # type: ignore[attr-defined]
+    assert info is not None and info.stop_reason is rt.StopReason.MAX_ATTEMPTS
+
+
+@pytest.mark.anyio
+async def test_sdk_retries_multiply_ours_async(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.fail(kit.models_path, forever=STORM)
+    async with asdk(kit, server.url, waits, max_retries=None) as client:
+        with pytest.raises(kit.error) as caught:
+            await kit.list_models(client)
+    check_storm(kit, server, waits, caught.value, client)
+
+
+# -- the SDKs' own retries resend a POST without a key ---------------------------------
+
+
+def check_sdk_resent_post(kit: Kit, server: FakeAPI, waits: Waits, error: Exception) -> None:
+    assert isinstance(error, kit.error)
+    sent = server.requests(kit.create_path)
+    # ours sent each SDK attempt once (unsafe_method); the SDK resent the POST, keyless
+    assert len(sent) == SDK_DEFAULT_RETRIES + 1
+    assert [seen.idempotency_key for seen in sent] == [None] * 3
+    assert retry_counts(sent) == ["0", "1", "2"]
+    info = rt.retry_info(error.response)  # type: ignore[attr-defined]
+    assert info is not None and info.stop_reason is rt.StopReason.UNSAFE_METHOD
+    assert waits.waits == []
+
+
+def test_sdk_retries_resend_a_post_without_a_key(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, forever=STORM)
+    with sdk(kit, server.url, waits, max_retries=None) as client, \
+            pytest.raises(kit.error) as caught:
+        kit.create(client)
+    check_sdk_resent_post(kit, server, waits, caught.value)
+
+
+@pytest.mark.anyio
+async def test_sdk_retries_resend_a_post_without_a_key_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, forever=STORM)
+    async with asdk(kit, server.url, waits, max_retries=None) as client:
+        with pytest.raises(kit.error) as caught:
+            await kit.create(client)
+    check_sdk_resent_post(kit, server, waits, caught.value)
+
+
+# -- more of what the README promises, sync ------------------------------------------
+
+
+def test_post_with_its_own_key_is_retried(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    """A key given to one call (``extra_headers``) opts that POST in, without
+    ``auto_idempotency_key``."""
+    server.fail(kit.create_path, Fault(503))
+    with sdk(kit, server.url, waits) as client:
+        result = kit.create(client, extra_headers={"Idempotency-Key": '"order-1"'})
+    assert kit.text(result) == ANSWER
+    sent = server.requests(kit.create_path)
+    assert [seen.idempotency_key for seen in sent] == ['"order-1"', '"order-1"']
+
+
+def test_connection_error_keeps_its_metadata_on_the_cause(kit: Kit, waits: Waits) -> None:
+    """A refused connection is retried (nothing was sent); the SDK then wraps our final
+    ``httpx2.ConnectError`` in its ``APIConnectionError``, as ``__cause__``."""
+    with sdk(kit, f"http://127.0.0.1:{closed_port()}", waits) as client, \
+            pytest.raises(kit.connection_error) as caught:
+        kit.list_models(client)
+    assert isinstance(caught.value.__cause__, httpx2.ConnectError)
+    assert rt.retry_info(caught.value) is None
+    info = rt.retry_info(caught.value.__cause__)
+    assert info is not None
+    assert info.attempts == 3 and info.stop_reason is rt.StopReason.MAX_ATTEMPTS
+    assert len(waits.waits) == 2
+
+
+def test_testing_mode_covers_sdk_clients(kit: Kit, server: FakeAPI) -> None:
+    """``retry_testing()`` reaches a transport inside an SDK client: a ``Retry-After: 30``
+    is recorded, not slept, and the SDK gets its answer."""
+    server.fail(kit.models_path, Fault(503, headers=(("Retry-After", "30"),)))
+    with retry_testing() as log, kit.sync_client(
+        base_url=kit.base_url(server.url), api_key="test", timeout=TIMEOUT, max_retries=0,
+        http_client=httpx2.Client(transport=rt.RetryTransport()),
+    ) as client:
+        page = kit.list_models(client)
+    assert kit.ids(page) == kit.model_ids
+    assert len(log.waits) == 1 and log.waits[0] >= 30
+    assert len(server.requests(kit.models_path)) == 2
