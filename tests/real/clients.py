@@ -1,5 +1,9 @@
 """Client-side helpers for the real-server tests: one request through a real retry
-transport (sync, or async on the running event loop), with waits recorded, never slept."""
+transport (sync, or async on the running event loop), with waits recorded, never slept.
+
+Everything here is built from the flavour under test (``tests.flavour``: httpx or httpx2)
+when it is called, never at import time: a test run under httpx2 gets httpx2's clients,
+transports, timeouts and errors."""
 
 from __future__ import annotations
 
@@ -9,14 +13,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx
 
-import retry_transport as rt
+from tests.flavour import current, httpx, rt
 
-#: Client timeouts: short, and never what a test's outcome depends on unless it says so.
-TIMEOUT = httpx.Timeout(2.0)
-#: For tests against a server that never answers: the read timeout IS the behaviour.
-SHORT_READ = httpx.Timeout(2.0, read=0.2)
+
+def client_timeout() -> httpx.Timeout:
+    """Client timeouts: short, and never what a test's outcome depends on unless it says so."""
+    return httpx.Timeout(2.0)
+
+
+def short_read() -> httpx.Timeout:
+    """For tests against a server that never answers: the read timeout IS the behaviour."""
+    return httpx.Timeout(2.0, read=0.2)
+
+
+def check_flavour(**objects: object) -> None:
+    """Each object is an instance of the flavour's class of that name (``Timeout=timeout``):
+    nothing built from the other library slipped in and worked by duck typing. (Classes, not
+    ``__module__``: the SDKs rewrite the ``__module__`` of the httpx2 names they re-export.)"""
+    for name, obj in objects.items():
+        assert isinstance(obj, getattr(httpx, name)), (name, obj, current())
+
 
 STREAMED = b"one-shot"
 
@@ -73,16 +90,20 @@ def send(
     content: bytes | None = None,
     streaming: bool = False,
     headers: dict[str, str] | None = None,
-    timeout: httpx.Timeout = TIMEOUT,
+    timeout: httpx.Timeout | None = None,
     extensions: dict[str, Any] | None = None,
     **transport_kwargs: Any,
 ) -> Outcome:
-    """One request through a fresh sync ``RetryTransport`` over a real ``HTTPTransport``;
-    the body is read as ``client.request`` reads it. Exceptions are caught and returned."""
+    """One request through a fresh sync ``RetryTransport`` over a real ``HTTPTransport``,
+    all of the flavour under test (``timeout`` defaults to :func:`client_timeout`); the body
+    is read as ``client.request`` reads it. Exceptions are caught and returned."""
     recorder = Waits()
     transport = rt.RetryTransport(sleep=recorder.sleep, **transport_kwargs)
+    timeout = client_timeout() if timeout is None else timeout
     body: Any = chunks() if streaming else content
     with httpx.Client(transport=transport, timeout=timeout) as client:
+        check_flavour(Client=client, BaseTransport=transport,
+                      HTTPTransport=transport._transport, Timeout=timeout)
         try:
             response = client.request(method, url, content=body, headers=headers,
                                       extensions=extensions)
@@ -98,15 +119,18 @@ async def asend(
     content: bytes | None = None,
     streaming: bool = False,
     headers: dict[str, str] | None = None,
-    timeout: httpx.Timeout = TIMEOUT,
+    timeout: httpx.Timeout | None = None,
     extensions: dict[str, Any] | None = None,
     **transport_kwargs: Any,
 ) -> Outcome:
     """The async twin of :func:`send`, on the running event loop (asyncio or trio)."""
     recorder = Waits()
     transport = rt.AsyncRetryTransport(sleep=recorder.asleep, **transport_kwargs)
+    timeout = client_timeout() if timeout is None else timeout
     body: Any = achunks() if streaming else content
     async with httpx.AsyncClient(transport=transport, timeout=timeout) as client:
+        check_flavour(AsyncClient=client, AsyncBaseTransport=transport,
+                      AsyncHTTPTransport=transport._transport, Timeout=timeout)
         try:
             response = await client.request(method, url, content=body, headers=headers,
                                             extensions=extensions)

@@ -7,25 +7,31 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
-from tests.real.clients import Waits
+from tests.flavour import httpx, rt
+from tests.real.clients import Waits, check_flavour
 from tests.real.servers import Reply, ScriptedHTTPServer
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
 FAILURES = (Reply(503), Reply(502))
-#: Generous: 200 tasks share the connections, and a pool timeout would itself be retried.
-TIMEOUT = httpx.Timeout(10.0)
-#: httpcore's pool spends time quadratic in the requests waiting on it: 20 connections keep
-#: 200 tasks (all in the retry transport at once) to a couple of seconds.
-LIMITS = httpx.Limits(max_connections=20)
 CAPACITY = 10_000
 
 
+def timeout() -> httpx.Timeout:
+    """Generous: 200 tasks share the connections, and a pool timeout would itself be retried."""
+    return httpx.Timeout(10.0)
+
+
+def limits() -> httpx.Limits:
+    """httpcore's pool spends time quadratic in the requests waiting on it: 20 connections
+    keep 200 tasks (all in the retry transport at once) to a couple of seconds."""
+    return httpx.Limits(max_connections=20)
+
+
 def check_response(response: httpx.Response) -> None:
+    check_flavour(Response=response)
     assert response.status_code == 200
     info = rt.retry_info(response)
     assert info is not None
@@ -55,7 +61,8 @@ def test_16_threads_on_one_sync_client(http_server: ScriptedHTTPServer) -> None:
     budget = rt.RetryBudget(capacity=CAPACITY)
     waits = Waits()
     transport = rt.RetryTransport(sleep=waits.sleep, budget=budget)
-    with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+    with httpx.Client(transport=transport, timeout=timeout()) as client:
+        check_flavour(Client=client, HTTPTransport=transport._transport)
 
         def worker(i: int) -> int:
             for url in urls[i * 10:(i + 1) * 10]:
@@ -73,9 +80,10 @@ async def test_200_tasks_on_one_async_client(http_server: ScriptedHTTPServer) ->
     urls = [http_server.script(path, *FAILURES) for path in paths]
     budget = rt.RetryBudget(capacity=CAPACITY)
     waits = Waits()
-    transport = rt.AsyncRetryTransport(sleep=waits.asleep, budget=budget, limits=LIMITS)
+    transport = rt.AsyncRetryTransport(sleep=waits.asleep, budget=budget, limits=limits())
     done: list[str] = []
-    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+    async with httpx.AsyncClient(transport=transport, timeout=timeout()) as client:
+        check_flavour(AsyncClient=client, AsyncHTTPTransport=transport._transport)
 
         async def task(url: str) -> None:
             check_response(await client.get(url))

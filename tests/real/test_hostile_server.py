@@ -9,24 +9,23 @@ import time
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.real.clients import (
-    SHORT_READ,
     STREAMED,
-    TIMEOUT,
     Outcome,
     Waits,
     asend,
+    client_timeout,
     send,
+    short_read,
 )
 from tests.real.servers import FULL_BODY, TRICKLE_BYTES, RawServer
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
-#: failure -> the exception the client sees
+#: failure -> the name of the exception the client sees (the flavour's class of that name)
 FAILURES = {
     "reset": "ReadError",
     "garbage": "RemoteProtocolError",
@@ -42,7 +41,9 @@ FEWER_KINDS = ["reset", "garbage", "hang", "midbody"]
 def options(kind: str) -> dict[str, Any]:
     """Client options for a failure: a short read timeout where the timeout is the failure;
     body errors retried (``retry_body_errors``) where the failure is in the body."""
-    opts: dict[str, Any] = {"timeout": SHORT_READ if kind in ("hang", "stall") else TIMEOUT}
+    opts: dict[str, Any] = {
+        "timeout": short_read() if kind in ("hang", "stall") else client_timeout()
+    }
     if kind in ("midbody", "stall"):
         opts["retry_body_errors"] = True
     return opts
@@ -79,6 +80,7 @@ def check_gave_up(outcome: Outcome, server: RawServer, kind: str) -> None:
     assert outcome.response is None
     error = outcome.error
     assert type(error).__name__ == FAILURES[kind]
+    assert isinstance(error, getattr(httpx, FAILURES[kind]))
     assert server.count == 2
     info = outcome.info
     assert info.stop_reason is rt.StopReason.MAX_ATTEMPTS
@@ -116,6 +118,7 @@ def check_once(outcome: Outcome, server: RawServer, kind: str, streaming: bool,
                reason: str) -> None:
     assert outcome.response is None
     assert type(outcome.error).__name__ == FAILURES[kind]
+    assert isinstance(outcome.error, getattr(httpx, FAILURES[kind]))
     assert server.count == 1
     assert server.seen[0].body == (STREAMED if streaming else b"pay")
     assert outcome.info.stop_reason.value == reason
@@ -161,7 +164,7 @@ def check_keyed(outcome: Outcome, server: RawServer) -> None:
 def test_post_with_a_key_is_retried_through_every_failure(raw_server: RawServer) -> None:
     url = raw_server.script(*KINDS)
     outcome = send("POST", url, content=b'{"amount": 10}', headers={"Idempotency-Key": '"k-2"'},
-                   max_attempts=6, retry_body_errors=True, timeout=SHORT_READ, budget=None)
+                   max_attempts=6, retry_body_errors=True, timeout=short_read(), budget=None)
     check_keyed(outcome, raw_server)
 
 
@@ -172,7 +175,7 @@ async def test_post_with_a_key_is_retried_through_every_failure_async(
     url = raw_server.script(*KINDS)
     outcome = await asend("POST", url, content=b'{"amount": 10}',
                           headers={"Idempotency-Key": '"k-2"'}, max_attempts=6,
-                          retry_body_errors=True, timeout=SHORT_READ, budget=None)
+                          retry_body_errors=True, timeout=short_read(), budget=None)
     check_keyed(outcome, raw_server)
 
 
@@ -266,7 +269,8 @@ def test_body_cut_midway_is_the_callers_error_by_default(raw_server: RawServer) 
     """Without retry_body_errors the response is handed over at its headers: the cut body
     raises in the caller's read, and nothing is sent again."""
     url = raw_server.script("midbody")
-    with httpx.Client(transport=rt.RetryTransport(sleep=Waits().sleep), timeout=TIMEOUT) as c:
+    transport = rt.RetryTransport(sleep=Waits().sleep)
+    with httpx.Client(transport=transport, timeout=client_timeout()) as c:
         with c.stream("GET", url) as response:
             assert response.status_code == 200
             info = rt.retry_info(response)
@@ -285,7 +289,7 @@ async def test_body_cut_midway_is_the_callers_error_by_default_async(
 ) -> None:
     url = raw_server.script("midbody")
     transport = rt.AsyncRetryTransport(sleep=Waits().asleep)
-    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as c:
+    async with httpx.AsyncClient(transport=transport, timeout=client_timeout()) as c:
         async with c.stream("GET", url) as response:
             assert response.status_code == 200
             with pytest.raises(httpx.RemoteProtocolError):
@@ -319,7 +323,8 @@ def test_by_default_a_slow_body_streams_to_the_caller(raw_server: RawServer) -> 
     """The transport hands the response over at its headers: the caller reads the first half
     of the body while the server still holds back the second (released by an event)."""
     url = raw_server.script("slow")
-    with httpx.Client(transport=rt.RetryTransport(sleep=Waits().sleep), timeout=TIMEOUT) as c:
+    transport = rt.RetryTransport(sleep=Waits().sleep)
+    with httpx.Client(transport=transport, timeout=client_timeout()) as c:
         with c.stream("GET", url) as response:
             chunks, received = response.iter_raw(), b""
             while len(received) < 500:
@@ -335,7 +340,7 @@ def test_by_default_a_slow_body_streams_to_the_caller(raw_server: RawServer) -> 
 async def test_by_default_a_slow_body_streams_to_the_caller_async(raw_server: RawServer) -> None:
     url = raw_server.script("slow")
     transport = rt.AsyncRetryTransport(sleep=Waits().asleep)
-    async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as c:
+    async with httpx.AsyncClient(transport=transport, timeout=client_timeout()) as c:
         async with c.stream("GET", url) as response:
             chunks, received = response.aiter_raw(), b""
             while len(received) < 500:

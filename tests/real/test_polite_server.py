@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import retry_transport as rt
+from tests.flavour import rt
 from tests.real.clients import STREAMED, Outcome, asend, send
 from tests.real.servers import DATE_FORMATS, Reply, ScriptedHTTPServer, http_date, timestamp
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
 # -- idempotent requests: exactly as the policy says -----------------------------------
 

@@ -4,20 +4,22 @@ retried requests, and a request cancelled during its backoff leaves nothing behi
 from __future__ import annotations
 
 import gc
+import importlib
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
-import httpx
 import pytest
 
-import retry_transport as rt
-from tests.real.clients import TIMEOUT, Waits, fd_count
+from tests.flavour import current, httpx, rt
+from tests.real.clients import Waits, check_flavour, client_timeout, fd_count
 from tests.real.servers import FULL_BODY, ChildServer, RawServer, Reply, ScriptedHTTPServer
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
 REQUESTS = 5000
+#: The connection-pool library under each flavour's HTTPTransport (same attribute names).
+CORES = {"httpx": "httpcore", "httpx2": "httpcore2"}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,8 @@ def test_no_leaks_after_5000_requests_with_retries(child_server: ChildServer) ->
         warnings.simplefilter("always")
         waits = Waits()
         transport = rt.RetryTransport(sleep=waits.sleep, budget=None)
-        with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+        with httpx.Client(transport=transport, timeout=client_timeout()) as client:
+            check_flavour(Client=client, HTTPTransport=transport._transport)
             assert client.get(server.url).status_code == 200  # warm up, and pair 503s and 200s
             gc.collect()
             before = fd_count()
@@ -89,7 +92,8 @@ async def test_no_leaks_after_500_async_requests_with_retries(child_server: Chil
         warnings.simplefilter("always")
         waits = Waits()
         transport = rt.AsyncRetryTransport(sleep=waits.asleep, budget=None)
-        async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+        async with httpx.AsyncClient(transport=transport, timeout=client_timeout()) as client:
+            check_flavour(AsyncClient=client, AsyncHTTPTransport=transport._transport)
             await client.get(child_server.url)  # 503 or 200 first: the other requests pair up
             gc.collect()
             before = fd_count()
@@ -114,7 +118,8 @@ def test_no_leaks_when_body_errors_are_retried(raw_server: RawServer) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         transport = rt.RetryTransport(sleep=Waits().sleep, budget=None, retry_body_errors=True)
-        with httpx.Client(transport=transport, timeout=TIMEOUT) as client:
+        with httpx.Client(transport=transport, timeout=client_timeout()) as client:
+            check_flavour(Client=client, HTTPTransport=transport._transport)
             gc.collect()
             before = fd_count()
             for _ in range(count):
@@ -162,7 +167,8 @@ async def test_cancelled_during_backoff_leaves_nothing_behind(
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        async with httpx.AsyncClient(transport=transport, timeout=TIMEOUT) as client:
+        async with httpx.AsyncClient(transport=transport, timeout=client_timeout()) as client:
+            check_flavour(AsyncClient=client, AsyncHTTPTransport=transport._transport)
             scope = anyio.CancelScope()
             finished: list[bool] = []
 
@@ -184,6 +190,7 @@ async def test_cancelled_during_backoff_leaves_nothing_behind(
             assert budget.tokens == budget.capacity - budget.retry_cost
 
             pool = transport._transport._pool  # type: ignore[attr-defined]
+            assert isinstance(pool, importlib.import_module(CORES[current()]).AsyncConnectionPool)
             assert all(connection.is_idle() or connection.is_closed()
                        for connection in pool.connections), pool.connections
 

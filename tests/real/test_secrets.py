@@ -9,14 +9,13 @@ import logging
 import sys
 from typing import Any
 
-import httpx
 import pytest
 
-import retry_transport as rt
-from tests.real.clients import TIMEOUT, Waits
+from tests.flavour import httpx, rt
+from tests.real.clients import Waits, client_timeout
 from tests.real.servers import RawServer, Reply, ScriptedHTTPServer
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
 USER, PASSWORD = "alice-userinfo", "hunter2-password"
 SECRETS = [
@@ -97,7 +96,8 @@ def test_no_secrets_when_retrying_and_giving_up(
     http_server.script("/v1/flaky", Reply(502))
     resets = secret_url(raw_server.url, "/raw")
     raw_server.script(then="reset")
-    with httpx.Client(transport=recorder.transport(cooldown=False), timeout=TIMEOUT) as client:
+    transport = recorder.transport(cooldown=False)
+    with httpx.Client(transport=transport, timeout=client_timeout()) as client:
         recorder.request(client, "GET", always_503, headers=HEADERS)  # retries, gives up
         recorder.request(client, "GET", flaky, headers=HEADERS)  # retries, succeeds
         recorder.request(client, "POST", always_503, headers=HEADERS)  # refused: WARNING
@@ -130,7 +130,8 @@ def test_no_secrets_in_a_cooldown_error(
     recorder = Recorder(caplog)
     url = secret_url(http_server.url, "/v1/busy")
     http_server.script("/v1/busy", then=Reply(503, retry_after=("seconds", 30)))
-    with httpx.Client(transport=recorder.transport(max_attempts=1), timeout=TIMEOUT) as client:
+    transport = recorder.transport(max_attempts=1)
+    with httpx.Client(transport=transport, timeout=client_timeout()) as client:
         recorder.request(client, "GET", url, headers=HEADERS)  # starts a 30 s cooldown
         recorder.request(client, "GET", url, headers=HEADERS,
                          extensions={"retry": {"max_retry_after": 5}})

@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 import trustme
 
-import retry_transport as rt
+from tests.flavour import httpx, rt
 from tests.real.clients import Outcome, Waits
 from tests.real.servers import Reply, ScriptedHTTPServer, Seen, TLSScriptedHTTPServer
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
 DATA = bytes(range(256)) * 40  # 10,240 bytes, every byte value
 
