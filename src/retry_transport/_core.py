@@ -647,6 +647,8 @@ class RetryCall:
         progress = self._progress
         if progress is not None and progress.deadline_at is not None:
             return False
+        if isinstance(response.stream, self._controller.flavour.byte_stream):
+            return False  # already in memory (a mock, an ASGI app): no connection to keep
         length = _length(response)
         return length is not None and length <= DRAIN_MAX_BYTES
 
