@@ -32,8 +32,11 @@ pytestmark = pytest.mark.usefixtures("flavour")
 URL = "https://api.example.com/items"
 
 #: What a driver may touch on a response it hands over after one attempt: the status to
-#: decide, the extensions to attach the RetryInfo.
-ALLOWED_ON_SUCCESS = {"status_code", "extensions"}
+#: decide, the headers (one pass over the raw list, for rate-limit headers and the server's
+#: verdict), the extensions to attach the RetryInfo.
+ALLOWED_ON_SUCCESS = {"status_code", "headers", "extensions"}
+#: ... and without rate-limit pacing, on a success: the status and the extensions alone.
+ALLOWED_WITHOUT_PACING = {"status_code", "extensions"}
 
 
 class Recording:
@@ -106,7 +109,9 @@ async def no_sleep_async(seconds: float) -> None:
 
 @pytest.mark.parametrize("status", [200, 204, 304, 404])
 def test_first_attempt_outcome_reads_only_status(status: int) -> None:
-    """Headers (Retry-After, Date...) are not looked at unless a retry is being decided."""
+    """A final answer costs the status, one pass over the headers (for rate-limit headers
+    and the server's verdict), and the shared metadata: a Retry-After on it is not parsed,
+    and no new RetryInfo is built."""
     seen: list[str] = []
     # A Retry-After on a final response must not be parsed either.
     inner = inner_transport(lambda n: recording(status, seen, {"Retry-After": "5", "Date": "x"}))
@@ -116,6 +121,19 @@ def test_first_attempt_outcome_reads_only_status(status: int) -> None:
     assert response is inner.responses[0]  # handed over as it is, not wrapped or copied
     assert "status_code" in reads  # the recorder works: the status is what decides
     assert set(reads) <= ALLOWED_ON_SUCCESS, reads
+    assert reads.count("headers") <= 1
+    assert rt.retry_info(response) is transport._controller.single_infos[status]
+
+
+@pytest.mark.parametrize("status", [200, 204, 304])
+def test_without_pacing_a_success_reads_no_header(status: int) -> None:
+    """respect_rate_limits=False: a success is decided by its status alone, as before."""
+    seen: list[str] = []
+    inner = inner_transport(lambda n: recording(status, seen, {"Retry-After": "5"}))
+    transport = rt.RetryTransport(inner, respect_rate_limits=False)
+    transport.handle_request(httpx.Request("GET", URL))
+    assert "status_code" in seen
+    assert set(seen) <= ALLOWED_WITHOUT_PACING, seen
 
 
 @pytest.mark.anyio

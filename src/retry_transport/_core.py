@@ -18,14 +18,19 @@ transport's :class:`~._flavour.Flavour`. A driver runs one :class:`RetryCall` pe
 Rules of the decision, in the order they are checked (first match wins):
 
 1. The outcome is not retryable: a status outside ``retry_statuses`` (``success`` below
-   400, else ``not_retryable``), or an error that a retry cannot fix (``not_retryable``).
+   400, else ``not_retryable``) unless the server says ``x-should-retry: true``; a
+   retryable status the server declines with ``x-should-retry: false``
+   (``server_declined``); or an error that a retry cannot fix (``not_retryable``).
 2. The request may not be retried: disabled per request (``disabled``); a method outside
-   ``retry_methods`` without an idempotency key (``unsafe_method``); a body that cannot be
-   sent again (``body_not_replayable``). Failures that prove the server never received the
-   request (connect errors and timeouts, pool timeouts) skip the last two checks: nothing
-   was sent, so nothing can be duplicated and the body was not consumed.
+   ``retry_methods`` without an idempotency key (``unsafe_method``; with
+   ``trust_should_retry``, the server's ``x-should-retry: true`` stands in for the key); a
+   body that cannot be sent again (``body_not_replayable``). Failures that prove the server
+   never received the request (connect errors and timeouts, pool timeouts) skip the method
+   and body checks: nothing was sent, so nothing can be duplicated and the body was not
+   consumed.
 3. ``max_attempts`` is reached.
-4. The wait is too long: ``Retry-After`` above ``max_retry_after``
+4. The wait is too long: the server's time (``retry-after-ms``, else ``Retry-After``, else
+   the reset of an exhausted rate-limit quota) above ``max_retry_after``
    (``retry_after_too_long``), or a wait ending past the deadline (``deadline``).
 5. The retry budget cannot pay for the retry (``budget_exhausted``). Checked last, so no
    tokens are spent on a retry another rule stops.
@@ -55,6 +60,7 @@ from ._flavour import URL, Flavour, Request, Response
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._policy import RetryPolicy, compute_backoff
 from ._retry_after import parse_retry_after
+from ._signals import exhausted_quota, parse_retry_after_ms, parse_should_retry
 
 __all__ = ["Controller", "RetryCall", "RetryHook", "redact_url", "retry_info"]
 
@@ -84,6 +90,7 @@ _INFO_ATTRIBUTE: Final = "_retry_transport_info"
 # Enum attribute look-ups are slow (Python 3.11): the decisions use these module constants.
 SUCCESS: Final = StopReason.SUCCESS
 NOT_RETRYABLE: Final = StopReason.NOT_RETRYABLE
+SERVER_DECLINED: Final = StopReason.SERVER_DECLINED
 DISABLED: Final = StopReason.DISABLED
 UNSAFE_METHOD: Final = StopReason.UNSAFE_METHOD
 BODY_NOT_REPLAYABLE: Final = StopReason.BODY_NOT_REPLAYABLE
@@ -297,6 +304,8 @@ class Controller:
         self.auto_idempotency_key = auto_idempotency_key
         # origin -> clock time until which it asked for quiet
         self.cooldowns: dict[str, float] = {}
+        # origin -> the header that started its cooldown ("retry-after", a rate-limit reset)
+        self.cooldown_signals: dict[str, str] = {}
         # (until, origin), soonest first: expires cooldowns without scanning the table.
         self._expiry: list[tuple[float, str]] = []
         self._lock = threading.Lock()
@@ -358,11 +367,14 @@ class Controller:
                 until, origin = heapq.heappop(expiry)
                 if cooldowns.get(origin) == until:
                     del cooldowns[origin]
+                    self.cooldown_signals.pop(origin, None)
 
-    def start_cooldown(self, origin: str, until: float) -> None:
+    def start_cooldown(self, origin: str, until: float, signal: str | None = None) -> None:
+        """``origin`` asked for quiet until ``until`` (clock time), by the header ``signal``."""
         with self._lock:
             if until > self.cooldowns.get(origin, 0.0):
                 self.cooldowns[origin] = until
+                self.cooldown_signals[origin] = signal or "retry-after"
                 # A later cooldown of the same origin leaves its old entry in the heap;
                 # _expire skips it, as it no longer matches the table.
                 heapq.heappush(self._expiry, (until, origin))
@@ -370,7 +382,13 @@ class Controller:
     # -- bookkeeping -------------------------------------------------------------------
 
     def note_retry(
-        self, call: RetryCall, attempt: int, wait: float, status: int | None, error: str | None
+        self,
+        call: RetryCall,
+        attempt: int,
+        wait: float,
+        status: int | None,
+        error: str | None,
+        signal: str | None = None,
     ) -> None:
         next(self._retries)
         log = logger.isEnabledFor(logging.INFO)
@@ -383,20 +401,23 @@ class Controller:
                 method, url, status or error, attempt, call.policy.max_attempts, wait,
             )
         if self.hooks:
-            self._emit(RetryEvent("retry", method, url, attempt, wait, status, error, None))
+            self._emit(
+                RetryEvent("retry", method, url, attempt, wait, status, error, None, signal)
+            )
 
     def note_cooldown(self, call: RetryCall, origin: str, wait: float) -> None:
         log = logger.isEnabledFor(logging.INFO)
         if not log and not self.hooks:
             return
         method, url = call.request.method, redact_url(call.request.url)
+        signal = self.cooldown_signals.get(origin, "retry-after")
         if log:
             logger.info(
-                "Holding %s %s for %.3f s: %s asked for quiet (Retry-After)",
-                method, url, wait, origin,
+                "Holding %s %s for %.3f s: %s asked for quiet (%s)",
+                method, url, wait, origin, _display(signal),
             )
         if self.hooks:
-            self._emit(RetryEvent("cooldown", method, url, 0, wait, None, None, None))
+            self._emit(RetryEvent("cooldown", method, url, 0, wait, None, None, None, signal))
 
     def note_finish(self, call: RetryCall, info: RetryInfo, failed_retryable: bool) -> None:
         reason = info.stop_reason
@@ -598,7 +619,9 @@ class RetryCall:
         self, origin: str, remaining: float, reason: StopReason, why: str
     ) -> NoReturn:
         error = self._controller.flavour.cooldown_error(
-            f"{origin} asked for quiet (Retry-After) for {remaining:.3f} s more, {why}: not sent",
+            f"{origin} asked for quiet "
+            f"({_display(self._controller.cooldown_signals.get(origin, 'retry-after'))}) "
+            f"for {remaining:.3f} s more, {why}: not sent",
             origin=origin,
             remaining=remaining,
             request=self.request,
@@ -671,43 +694,82 @@ class RetryCall:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
         policy = self.policy
-        if status not in policy.retry_statuses:
-            if self._progress is None:
-                # The common case, kept short: one attempt, nothing waited, nothing to retry.
-                controller = self._controller
-                info = controller.single_infos.get(status) or controller.single_info(status)
-                try:
-                    response.extensions["retry"] = info
-                except TypeError:
-                    _attach(response, info)
-                budget = controller.budget
-                if budget is not None and status < 400:
-                    budget.release(budget.success_refund)
-                return None
-            self._attempt_over()
-            reason = SUCCESS if status < 400 else NOT_RETRYABLE
-            self._finish(reason, response, status, None, None, failed_retryable=False)
+        controller = self._controller
+        verdict_name = policy.should_retry_header if status >= 400 else None
+        signals = None
+        if status in policy.retry_statuses or self._progress is not None:
+            pass  # not the quick path: every signal is read below
+        elif (policy.respect_rate_limits and controller.cooldown) or verdict_name is not None:
+            # A final answer, unless it shows an exhausted quota or the server's verdict:
+            # one pass over the raw headers finds out, decoding nothing when neither is there.
+            signals = _scan(response, verdict_name, timing=False)
+        if signals is None and status not in policy.retry_statuses and self._progress is None:
+            # The common case, kept short: one attempt, nothing waited, nothing to retry.
+            info = controller.single_infos.get(status) or controller.single_info(status)
+            try:
+                response.extensions["retry"] = info
+            except TypeError:
+                _attach(response, info)
+            budget = controller.budget
+            if budget is not None and status < 400:
+                budget.release(budget.success_refund)
             return None
         self._attempt_over()
-        retry_after = None
+        return self._decide(response, status, _scan(response, verdict_name) or {})
+
+    def _decide(self, response: Response, status: int, signals: dict[str, str]) -> float | None:
+        """A response that carries server signals, or that may be retried.
+
+        Precedence: ``retry-after-ms`` over ``Retry-After`` over an exhausted rate-limit
+        quota's reset, for the floor of the wait and for the origin's cooldown; the server's
+        verdict (``x-should-retry``) decides whether the outcome is retryable at all.
+        """
+        policy = self.policy
+        controller = self._controller
+        retryable = status in policy.retry_statuses
+        verdict = None
+        if status >= 400 and policy.should_retry_header is not None:
+            value = signals.get(policy.should_retry_header.lower())
+            verdict = None if value is None else parse_should_retry(value)
+        floor: float | None = None
+        signal: str | None = None
         if policy.respect_retry_after:
-            value = _header(response, b"retry-after")
+            value = signals.get("retry-after-ms")
             if value is not None:
-                controller = self._controller
+                floor = parse_retry_after_ms(value)
+                signal = None if floor is None else "retry-after-ms"
+            value = signals.get("retry-after")
+            if floor is None and value is not None:
                 date = None if value.strip(" \t").isdigit() else _header(response, b"date")
-                retry_after = parse_retry_after(value, now=controller.wallclock(), date=date)
-                if (
-                    retry_after is not None
-                    and controller.cooldown
-                    and self._testing is None  # time stands still in testing mode
-                    and status in COOLDOWN_STATUSES
-                    and retry_after <= policy.max_retry_after
-                ):
+                floor = parse_retry_after(value, now=controller.wallclock(), date=date)
+                signal = None if floor is None else "retry-after"
+        cooling = controller.cooldown and self._testing is None  # time stands still in tests
+        if floor is not None:
+            if cooling and status in COOLDOWN_STATUSES and floor <= policy.max_retry_after:
+                controller.start_cooldown(
+                    _origin(self.request.url), controller.clock() + floor, signal
+                )
+        elif policy.respect_rate_limits and signals:
+            quota = _quota(signals, response, controller.wallclock())
+            if quota is not None and quota[0] > 0.0:
+                floor, signal = quota
+                if cooling and floor <= policy.max_retry_after:
                     controller.start_cooldown(
-                        _origin(self.request.url), controller.clock() + retry_after
+                        _origin(self.request.url), controller.clock() + floor, signal
                     )
+        if verdict is True and not retryable:
+            retryable = True
+        elif verdict is False and retryable:
+            self._finish(SERVER_DECLINED, response, status, None, floor, signal,
+                         failed_retryable=True)
+            return None
+        if not retryable:
+            reason = SUCCESS if status < 400 else NOT_RETRYABLE
+            self._finish(reason, response, status, None, None, None, failed_retryable=False)
+            return None
         return self._retry_or_stop(
-            response, status, None, retry_after, timeout=False, never_sent=False
+            response, status, None, floor, signal, timeout=False, never_sent=False,
+            trusted=verdict is True and policy.trust_should_retry,
         )
 
     def on_error(self, exc: Exception) -> float | None:
@@ -716,12 +778,13 @@ class RetryCall:
         name = type(exc).__name__
         flavour = self._controller.flavour
         if not isinstance(exc, flavour.retryable) or _permanent(exc):
-            self._finish(NOT_RETRYABLE, exc, None, name, None, failed_retryable=False)
+            self._finish(NOT_RETRYABLE, exc, None, name, None, None, failed_retryable=False)
             return None
         return self._retry_or_stop(
             exc,
             None,
             name,
+            None,
             None,
             timeout=isinstance(exc, flavour.timeouts),
             never_sent=isinstance(exc, flavour.never_sent),
@@ -742,9 +805,11 @@ class RetryCall:
         status: int | None,
         error: str | None,
         retry_after: float | None,
+        signal: str | None,
         *,
         timeout: bool,
         never_sent: bool,
+        trusted: bool = False,
     ) -> float | None:
         policy = self.policy
         controller = self._controller
@@ -755,7 +820,7 @@ class RetryCall:
         cost: float | None = None
         if not self.enabled:
             reason = DISABLED
-        elif not never_sent and not self._idempotent():
+        elif not never_sent and not trusted and not self._idempotent():
             reason = UNSAFE_METHOD
         elif not never_sent and not _replayable(self._stream, controller.flavour):
             reason = BODY_NOT_REPLAYABLE
@@ -776,13 +841,14 @@ class RetryCall:
                 if cost is None:
                     reason = BUDGET_EXHAUSTED
         if reason is not None:
-            self._finish(reason, outcome, status, error, retry_after, failed_retryable=True)
+            self._finish(reason, outcome, status, error, retry_after, signal,
+                         failed_retryable=True)
             return None
         progress.previous = backoff
         progress.budget_cost = cost
         progress.total_wait += wait
-        progress.history.append(Attempt(status, error, retry_after, wait))
-        controller.note_retry(self, attempt, wait, status, error)
+        progress.history.append(Attempt(status, error, retry_after, wait, signal))
+        controller.note_retry(self, attempt, wait, status, error, signal)
         return self._to_sleep(wait)
 
     def _to_sleep(self, wait: float) -> float:
@@ -800,11 +866,12 @@ class RetryCall:
         status: int | None,
         error: str | None,
         retry_after: float | None,
+        signal: str | None,
         *,
         failed_retryable: bool,
     ) -> None:
         progress = self._state()
-        progress.history.append(Attempt(status, error, retry_after, 0.0))
+        progress.history.append(Attempt(status, error, retry_after, 0.0, signal))
         history = tuple(progress.history)
         info = RetryInfo(
             len(history), len(history) - 1, history, progress.total_wait, reason, progress.body
@@ -824,6 +891,53 @@ class RetryCall:
         else:
             _attach(outcome, info)
         controller.note_finish(self, info, failed_retryable)
+
+
+#: The headers a response's signals are read from, besides the names that contain
+#: ``ratelimit`` and the policy's ``should_retry_header``.
+_SIGNAL_HEADERS: Final = frozenset({b"retry-after", b"retry-after-ms"})
+_ENCODED: dict[str, bytes] = {}
+
+
+def _scan(
+    response: Response, verdict: str | None, *, timing: bool = True
+) -> dict[str, str] | None:
+    """The response's signal headers by lower-case name, in one pass over the raw headers;
+    ``None`` when it has none (the usual case, kept cheap: nothing is decoded). Without
+    ``timing``, only rate-limit headers and the verdict count (a final answer's
+    ``Retry-After`` is no signal)."""
+    name = None
+    if verdict is not None:
+        name = _ENCODED.get(verdict)
+        if name is None:
+            name = _ENCODED[verdict] = verdict.lower().encode("ascii")
+    found: dict[str, str] | None = None
+    raw: list[tuple[bytes, bytes]] = response.headers.raw
+    for key, value in raw:
+        key = key.lower()
+        if b"ratelimit" in key or key == name or (timing and key in _SIGNAL_HEADERS):
+            if found is None:
+                found = {}
+            name_text, text = key.decode("latin-1"), value.decode("latin-1")
+            if name_text == "ratelimit" and name_text in found:
+                text = f"{found[name_text]}, {text}"  # a list field on several lines (RFC 9110)
+            found[name_text] = text
+    return found
+
+
+def _quota(
+    signals: Mapping[str, str], response: Response, now: float
+) -> tuple[float, str] | None:
+    """Seconds until an exhausted rate-limit quota resets, and the header that says so."""
+    limits = {key: value for key, value in signals.items() if "ratelimit" in key}
+    if not limits:
+        return None
+    return exhausted_quota(limits, now=now, date=_header(response, b"date"))
+
+
+def _display(signal: str) -> str:
+    """A signal's header name as logs spell it."""
+    return "Retry-After" if signal == "retry-after" else signal
 
 
 def _header(response: Response, name: bytes) -> str | None:

@@ -95,6 +95,9 @@ class TransportOptions(TypedDict, total=False):
     deadline: float | None
     retry_body_errors: bool
     max_body_buffer: int
+    should_retry_header: str | None
+    trust_should_retry: bool
+    respect_rate_limits: bool
     verify: Any
     cert: Any
     http1: bool

@@ -19,8 +19,9 @@ class StopReason(str, enum.Enum):
 
     The reasons are checked in this order; the first that applies wins:
 
-    1. ``success`` / ``not_retryable``: the outcome is not one a retry could fix
-       (``success`` when the final status is below 400).
+    1. ``success`` / ``not_retryable`` / ``server_declined``: the outcome is not one a
+       retry could fix (``success`` when the final status is below 400), or the server said
+       not to retry it (``x-should-retry: false``).
     2. ``disabled`` / ``unsafe_method`` / ``body_not_replayable``: the request may not be
        retried.
     3. ``max_attempts``: the attempt limit is reached.
@@ -31,6 +32,7 @@ class StopReason(str, enum.Enum):
 
     SUCCESS = "success"
     NOT_RETRYABLE = "not_retryable"
+    SERVER_DECLINED = "server_declined"
     DISABLED = "disabled"
     UNSAFE_METHOD = "unsafe_method"
     BODY_NOT_REPLAYABLE = "body_not_replayable"
@@ -50,14 +52,19 @@ class Attempt:
     Attributes:
         status: the response status code, or ``None`` when the attempt raised.
         error: the class name of the exception the attempt raised, or ``None``.
-        retry_after: the server's ``Retry-After`` in seconds, when it sent a usable one.
+        retry_after: the server's time in seconds, when it sent a usable one: the floor
+            of the wait after this attempt (``retry-after-ms``, ``Retry-After``, or the reset
+            of an exhausted rate-limit quota).
         wait: seconds slept after this attempt before the next one (``0.0`` for the last).
+        signal: the header that set ``retry_after`` (``"retry-after-ms"``,
+            ``"retry-after"``, ``"ratelimit"``, ``"x-ratelimit-reset"``, ...), or ``None``.
     """
 
     status: int | None
     error: str | None
     retry_after: float | None
     wait: float
+    signal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +109,8 @@ class RetryEvent:
         status: the failed attempt's status code, or ``None`` when it raised.
         error: the failed attempt's exception class name, or ``None``.
         stop_reason: why the transport gave up (``None`` for a retry).
+        signal: the header that set the floor of ``wait`` (``"retry-after"``, a rate-limit
+            reset header, ...), or ``None`` when the backoff alone decided it.
     """
 
     kind: Literal["retry", "give_up", "cooldown"]
@@ -112,6 +121,7 @@ class RetryEvent:
     status: int | None
     error: str | None
     stop_reason: StopReason | None
+    signal: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,17 @@ class RetryPolicy:
         max_body_buffer: with ``retry_body_errors``, the most bytes read inside the loop; a
             larger body is handed over as a stream, unretried
             (``RetryInfo.body_buffered`` is False). Default 10 MiB.
+        should_retry_header: the header in which a server gives its verdict on a retry
+            (``true`` / ``false``, any case; read on responses with status >= 400):
+            ``false`` stops a retryable outcome (``server_declined``), ``true`` makes any
+            status >= 400 retryable for requests the other rules allow. Default
+            ``"x-should-retry"``; ``None`` ignores it.
+        trust_should_retry: let ``should_retry_header: true`` stand in for an idempotency
+            key: the server asserts the request had no effect, so an unsafe request without
+            a key may be retried. Default False.
+        respect_rate_limits: read rate-limit headers (``RateLimit``, ``X-RateLimit-*``,
+            OpenAI's and Anthropic's families): when a response says the quota is exhausted,
+            the origin cools down until it resets. Default True.
     """
 
     # The defaults are repeated in __init__ (a test checks that they agree), so that
@@ -108,6 +119,9 @@ class RetryPolicy:
     deadline: float | None = None
     retry_body_errors: bool = False
     max_body_buffer: int = 10 * 1024 * 1024
+    should_retry_header: str | None = "x-should-retry"
+    trust_should_retry: bool = False
+    respect_rate_limits: bool = True
 
     def __init__(
         self,
@@ -123,6 +137,9 @@ class RetryPolicy:
         deadline: float | None = None,
         retry_body_errors: bool = False,
         max_body_buffer: int = 10 * 1024 * 1024,
+        should_retry_header: str | None = "x-should-retry",
+        trust_should_retry: bool = False,
+        respect_rate_limits: bool = True,
     ) -> None:
         """Validate the fields (see the class docstring); the collections become frozensets."""
         set_ = object.__setattr__  # the dataclass is frozen
@@ -145,7 +162,9 @@ class RetryPolicy:
             raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {jitter!r}")
         set_(self, "jitter", jitter)
         for name, flag in (("respect_retry_after", respect_retry_after),
-                           ("retry_body_errors", retry_body_errors)):
+                           ("retry_body_errors", retry_body_errors),
+                           ("trust_should_retry", trust_should_retry),
+                           ("respect_rate_limits", respect_rate_limits)):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
             set_(self, name, flag)
@@ -158,6 +177,12 @@ class RetryPolicy:
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
             raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")
         set_(self, "max_body_buffer", buffer)
+        verdict = should_retry_header
+        if verdict is not None and (not isinstance(verdict, str) or not _TOKEN.fullmatch(verdict)):
+            raise ValueError(
+                f"should_retry_header must be a header name or None, got {verdict!r}"
+            )
+        set_(self, "should_retry_header", verdict)
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """Return a copy with some fields changed; an unknown field raises ``ValueError``."""
