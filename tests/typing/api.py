@@ -127,3 +127,15 @@ def misspelt_keywords_are_caught() -> None:
     rt.RetryTransport(max_attempts="5")  # type: ignore[arg-type]
     rt.AsyncRetryTransport(jitter="wobbly")  # type: ignore[arg-type]
     rt.RetryTransport(http2=True, limits=httpx.Limits(max_connections=5), deadline=2.0)
+
+
+def server_signals() -> None:
+    policy = rt.RetryPolicy(
+        should_retry_header="x-should-retry", trust_should_retry=True, respect_rate_limits=False
+    )
+    rt.RetryTransport(policy=policy, should_retry_header=None, respect_rate_limits=True)
+    declined: rt.StopReason = rt.StopReason.SERVER_DECLINED
+    attempt = rt.Attempt(429, None, 2.0, 2.1, "ratelimit")
+    signal: str | None = attempt.signal
+    del declined, signal
+    rt.RetryTransport(trust_should_retry="yes")  # type: ignore[arg-type]
