@@ -12,6 +12,8 @@ def test_all_is_pinned() -> None:
         "DEFAULT_RETRY_STATUSES",
         "AsyncRetryTransport",
         "Attempt",
+        "CircuitBreaker",
+        "CircuitOpenError",
         "CooldownError",
         "Jitter",
         "RetryBudget",
@@ -68,12 +70,13 @@ def test_the_httpx2_flavour_exports_the_same_names() -> None:
         if not name.startswith("_") and not isinstance(value, type(rt2))
     }
     assert public == set(rt2.__all__)
-    bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError"}
+    bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError", "CircuitOpenError"}
     for name in set(rt.__all__) - bound:
         assert getattr(rt2, name) is getattr(rt, name), name
     assert issubclass(rt2.RetryTransport, httpx2.BaseTransport)
     assert issubclass(rt2.AsyncRetryTransport, httpx2.AsyncBaseTransport)
     assert issubclass(rt2.CooldownError, httpx2.TransportError)
+    assert issubclass(rt2.CircuitOpenError, httpx2.TransportError)
     import httpx
 
     for name in bound:
@@ -94,7 +97,7 @@ def test_importing_the_package_imports_no_httpx2() -> None:
 
 
 CORE_MODULES = ["_core", "_policy", "_models", "_budget", "_retry_after", "_flavour",
-                "_drivers", "testing"]
+                "_drivers", "_signals", "_breaker", "testing"]
 
 
 def test_the_core_and_the_drivers_import_no_http_library() -> None:

@@ -7,9 +7,10 @@ response = client.get("https://api.example.com/items")
 rt.retry_info(response).attempts
 """
 
+from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._core import RetryHook, retry_info
-from ._errors import CooldownError
+from ._errors import CircuitOpenError, CooldownError
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
 from ._retry_after import parse_http_date, parse_retry_after
@@ -22,6 +23,8 @@ __all__ = [
     "DEFAULT_RETRY_STATUSES",
     "AsyncRetryTransport",
     "Attempt",
+    "CircuitBreaker",
+    "CircuitOpenError",
     "CooldownError",
     "Jitter",
     "RetryBudget",

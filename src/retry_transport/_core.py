@@ -55,6 +55,7 @@ from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
 from . import testing as _testing
+from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._flavour import URL, Flavour, Request, Response
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
@@ -98,6 +99,7 @@ MAX_ATTEMPTS: Final = StopReason.MAX_ATTEMPTS
 RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
 DEADLINE: Final = StopReason.DEADLINE
 BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED
+CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
@@ -291,8 +293,10 @@ class Controller:
         wallclock: Callable[[], float],
         contact: str | None = None,
         auto_idempotency_key: bool = False,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.policy = policy
+        self.breaker = breaker
         self.flavour = flavour
         self.budget = budget
         self.cooldown = cooldown
@@ -467,6 +471,41 @@ class Controller:
                 )
             )
 
+    def note_breaker(
+        self,
+        call: RetryCall,
+        transitions: list[str],
+        origin: str,
+        status: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """One line and one event per transition of ``origin``'s breaker, to this
+        transport's hooks and the breaker's own (never one per refused request)."""
+        breaker = call.breaker
+        if breaker is None:
+            return
+        method, url = call.request.method, redact_url(call.request.url)
+        attempt = len(call._progress.history) + 1 if call._progress is not None else 1
+        for kind in transitions:
+            wait = breaker.opened_for(origin) if kind == "breaker_open" else 0.0
+            if kind == "breaker_open":
+                logger.warning(
+                    "Circuit breaker opened for %s after %s: no request is sent for %.3f s",
+                    origin, status or error or "failures", wait,
+                )
+            elif kind == "breaker_close":
+                logger.info("Circuit breaker closed for %s: it answered a probe", origin)
+            else:
+                logger.info("Circuit breaker half-open for %s: sending a probe", origin)
+            event = RetryEvent(kind, method, url, attempt, wait, status, error, None)  # type: ignore[arg-type]
+            for hooks in (self.hooks, breaker.hooks):
+                for hook in hooks:
+                    try:
+                        hook(event)
+                    except Exception:
+                        logger.warning("Retry hook %r raised on %s event", hook, kind,
+                                       exc_info=True)
+
     def _log_refusal(
         self, call: RetryCall, reason: StopReason, url: str, info: RetryInfo, outcome: object
     ) -> None:
@@ -543,8 +582,8 @@ class _Progress:
 class RetryCall:
     """The decisions for one request, from its first attempt to its final outcome."""
 
-    __slots__ = ("_controller", "_progress", "_stream", "_testing", "enabled", "policy",
-                 "request")
+    __slots__ = ("_controller", "_origin_key", "_probe", "_progress", "_refused", "_stream",
+                 "_testing", "breaker", "enabled", "policy", "request")
 
     def __init__(self, controller: Controller, request: Request) -> None:
         """Start one request. Raises ``ValueError`` for an invalid per-request override."""
@@ -563,9 +602,15 @@ class RetryCall:
             elif override is not True:
                 policy = policy.with_override(override)
         testing = self._testing = _testing.active
+        self.breaker = controller.breaker
         if testing is not None:
             policy = testing.policy(policy)
+            if testing.breakers == "off":
+                self.breaker = None
         self.policy = policy
+        self._origin_key: str | None = None  # the origin, once a breaker needs it
+        self._probe = False  # this attempt goes through a half-open breaker as its probe
+        self._refused: BaseException | None = None
         if controller.contact is not None or controller.auto_idempotency_key:
             controller.prepare(request, policy)
         next(controller.request_counter)
@@ -585,6 +630,8 @@ class RetryCall:
         """
         controller = self._controller
         deadline = self.policy.deadline
+        if self.breaker is not None:
+            self._admit()
         if deadline is None and not controller.cooldowns:
             return None
         now = controller.clock()
@@ -635,7 +682,11 @@ class RetryCall:
         """The request to send now: with a deadline, its timeouts end within the time left."""
         request = self.request
         progress = self._progress
-        if progress is None or progress.extensions is None or progress.deadline_at is None:
+        if progress is None:
+            return request
+        if progress.history and self.breaker is not None:
+            self._admit()  # the breaker may have opened while this request waited
+        if progress.extensions is None or progress.deadline_at is None:
             return request
         # The same request object every time (whatever the inner transport caches on it,
         # such as a body it read, stays with it); the caller's extensions come back at the end.
@@ -643,6 +694,59 @@ class RetryCall:
         timeouts = _clipped_timeouts(progress.extensions.get("timeout"), remaining)
         request.extensions = {**progress.extensions, "timeout": timeouts}
         return request
+
+    def _admit(self) -> None:
+        """Ask the breaker to let this attempt through; raise ``CircuitOpenError`` if not."""
+        breaker = self.breaker
+        assert breaker is not None
+        origin = self._origin_key
+        if origin is None:
+            origin = self._origin_key = _origin(self.request.url)
+        testing = self._testing
+        if testing is not None and testing.breakers == "open":
+            refusal: float | None = breaker.break_duration
+        else:
+            refusal, self._probe, transitions = breaker.admit(origin)
+            if transitions:
+                self._controller.note_breaker(self, transitions, origin)
+        if refusal is None:
+            return
+        progress = self._progress
+        history = tuple(progress.history) if progress is not None else ()
+        info = RetryInfo(
+            len(history), max(len(history) - 1, 0), history,
+            progress.total_wait if progress is not None else 0.0, CIRCUIT_OPEN,
+        )
+        error = self._controller.flavour.circuit_open_error(
+            f"{origin}: circuit breaker open"
+            + (f", next probe in {refusal:.3f} s" if refusal else ", every probe slot taken")
+            + ": not sent",
+            origin=origin,
+            remaining=refusal,
+            request=self.request,
+        )
+        _remember(error, info)
+        self._refused = error
+        self._controller.note_finish(self, info, failed_retryable=True)
+        raise error
+
+    def _verdict(self, failure: bool | None, status: int | None = None,
+                 error: str | None = None) -> None:
+        """Tell the breaker how this attempt went: failure, success, or no verdict (None)."""
+        breaker = self.breaker
+        if breaker is None:
+            return
+        origin = self._origin_key
+        if origin is None:
+            origin = self._origin_key = _origin(self.request.url)
+        probe, self._probe = self._probe, False
+        if failure is None:
+            if probe:
+                breaker.release(origin)
+            return
+        transitions = breaker.record(origin, failure, probe)
+        if transitions:
+            self._controller.note_breaker(self, transitions, origin, status, error)
 
     # -- after an attempt --------------------------------------------------------------
 
@@ -687,14 +791,19 @@ class RetryCall:
 
     def abandon(self) -> None:
         """Something ended the request outside the decisions (a cancellation, an interrupt,
-        an error of the driver's own): the caller's extensions go back on the request."""
+        an error of the driver's own): the caller's extensions go back on the request, and a
+        probe's slot goes back to the breaker."""
         self._attempt_over()
+        if self._probe:
+            self._verdict(None)
 
     def on_response(self, response: Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
         policy = self.policy
         controller = self._controller
+        if self.breaker is not None:
+            self._verdict(status >= 500 or status in policy.retry_statuses, status)
         verdict_name = policy.should_retry_header if status >= 400 else None
         signals = None
         if status in policy.retry_statuses or self._progress is not None:
@@ -775,9 +884,14 @@ class RetryCall:
     def on_error(self, exc: Exception) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         self._attempt_over()
+        if exc is self._refused:
+            return None  # the breaker refused the attempt: its error is already complete
         name = type(exc).__name__
         flavour = self._controller.flavour
-        if not isinstance(exc, flavour.retryable) or _permanent(exc):
+        transient = isinstance(exc, flavour.retryable) and not _permanent(exc)
+        if self.breaker is not None:
+            self._verdict(True if transient else None, error=name)
+        if not transient:
             self._finish(NOT_RETRYABLE, exc, None, name, None, None, failed_retryable=False)
             return None
         return self._retry_or_stop(
@@ -836,6 +950,8 @@ class RetryCall:
             now = controller.clock() + progress.skipped
             if deadline_at is not None and now + wait >= deadline_at:
                 reason = DEADLINE
+            elif self.breaker is not None and self.breaker.is_open(self._origin_key):
+                reason = CIRCUIT_OPEN
             elif controller.budget is not None:
                 cost = controller.budget.acquire(timeout=timeout)
                 if cost is None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypedD
 
 import anyio
 
+from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._contact import check_contact
 from ._core import (
@@ -160,6 +161,7 @@ def _controller(
     wallclock: Callable[[], float] | None,
     contact: str | None,
     auto_idempotency_key: bool,
+    breaker: CircuitBreaker | None = None,
 ) -> Controller:
     if isinstance(transport, (SyncRetry, AsyncRetry)):
         raise ValueError(
@@ -177,6 +179,8 @@ def _controller(
         raise ValueError(f"budget must be a RetryBudget or None, got {budget!r}")
     if rng is not None and not isinstance(rng, random.Random):
         raise ValueError(f"rng must be a random.Random, got {rng!r}")
+    if breaker is not None and not isinstance(breaker, CircuitBreaker):
+        raise ValueError(f"breaker must be a CircuitBreaker or None, got {breaker!r}")
     if not isinstance(cooldown, bool):
         raise ValueError(f"cooldown must be True or False, got {cooldown!r}")
     if not isinstance(auto_idempotency_key, bool):
@@ -197,6 +201,7 @@ def _controller(
         wallclock=wallclock if wallclock is not None else time.time,
         contact=check_contact(contact),
         auto_idempotency_key=auto_idempotency_key,
+        breaker=breaker,
     )
 
 
@@ -308,6 +313,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         policy: RetryPolicy | None = None,
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
+        breaker: CircuitBreaker | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
         auto_idempotency_key: bool = False,
@@ -330,6 +336,8 @@ class SyncRetry(_Common, Generic[_Sync]):
                 library, sync or async) to bound them together.
             cooldown: when an origin answers 429 or 503 with ``Retry-After``, hold other
                 requests to it until then. Default True.
+            breaker: a :class:`CircuitBreaker` (one state per origin; may be shared by
+                several transports); ``None`` (default): no breaker.
             hooks: callables given a :class:`RetryEvent` for each retry and each give-up.
             contact: an e-mail address sent as the ``From`` header, so an API owner can
                 reach whoever runs the client.
@@ -364,6 +372,7 @@ class SyncRetry(_Common, Generic[_Sync]):
             policy_fields=policy_fields,
             budget=budget,
             cooldown=cooldown,
+            breaker=breaker,
             hooks=hooks,
             rng=rng,
             sleep=sleep,
@@ -459,6 +468,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         policy: RetryPolicy | None = None,
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
+        breaker: CircuitBreaker | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
         auto_idempotency_key: bool = False,
@@ -484,6 +494,7 @@ class AsyncRetry(_Common, Generic[_Async]):
             policy_fields=policy_fields,
             budget=budget,
             cooldown=cooldown,
+            breaker=breaker,
             hooks=hooks,
             rng=rng,
             sleep=sleep,

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["CooldownError", "CooldownErrorBase"]
+__all__ = ["CircuitOpenError", "CircuitOpenErrorBase", "CooldownError", "CooldownErrorBase"]
 
 
 class CooldownErrorBase(Exception):
@@ -48,4 +48,25 @@ class CooldownError(CooldownErrorBase, httpx.TransportError):
     Attributes:
         origin: the origin that asked, as ``scheme://host:port``.
         remaining: seconds of quiet the origin still asks for.
+    """
+
+
+class CircuitOpenErrorBase(CooldownErrorBase):
+    """What every flavour's ``CircuitOpenError`` shares: the origin, and ``remaining``, the
+    seconds until a probe may be sent (0.0 while half-open with every probe slot taken)."""
+
+
+class CircuitOpenError(CircuitOpenErrorBase, httpx.TransportError):
+    """The origin's circuit breaker is open: the request was not sent.
+
+    Raised before an attempt, without I/O, when the transport's ``CircuitBreaker`` has seen
+    the origin fail too often, and also for requests with retries disabled (the breaker
+    protects the dependency, not the retry loop). ``retry_info(error)`` gives the request's
+    metadata so far, with stop reason ``circuit_open``. It subclasses
+    ``httpx.TransportError``.
+
+    Attributes:
+        origin: the origin, as ``scheme://host:port``.
+        remaining: seconds until the breaker lets a probe through (0.0 while half-open with
+            every probe slot taken).
     """

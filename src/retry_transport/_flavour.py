@@ -81,6 +81,7 @@ class Flavour:
         sync_transport, async_transport: the default inner transports' classes.
         cooldown_error: the flavour's ``CooldownError`` (a subclass of its
             ``TransportError``).
+        circuit_open_error: the flavour's ``CircuitOpenError`` (likewise).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
     """
 
@@ -96,11 +97,14 @@ class Flavour:
     sync_transport: Callable[..., Any]
     async_transport: Callable[..., Any]
     cooldown_error: type[Any]
+    circuit_open_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
 
     @classmethod
-    def of(cls, module: ModuleType, cooldown_error: type[Any]) -> Flavour:
+    def of(
+        cls, module: ModuleType, cooldown_error: type[Any], circuit_open_error: type[Any]
+    ) -> Flavour:
         """The binding of ``module`` (``httpx`` or ``httpx2``, which share one API)."""
         return cls(
             name=module.__name__,
@@ -115,6 +119,7 @@ class Flavour:
             sync_transport=module.HTTPTransport,
             async_transport=module.AsyncHTTPTransport,
             cooldown_error=cooldown_error,
+            circuit_open_error=circuit_open_error,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.
             sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),

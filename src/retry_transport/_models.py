@@ -26,7 +26,9 @@ class StopReason(str, enum.Enum):
        retried.
     3. ``max_attempts``: the attempt limit is reached.
     4. ``retry_after_too_long`` / ``deadline``: the wait would be too long.
-    5. ``budget_exhausted``: the client's retry budget has no tokens left (checked last, so
+    5. ``circuit_open``: the origin's circuit breaker is open (also raised as
+       ``CircuitOpenError`` before an attempt it refuses).
+    6. ``budget_exhausted``: the client's retry budget has no tokens left (checked last, so
        no tokens are spent on a retry that another reason stops).
     """
 
@@ -39,6 +41,7 @@ class StopReason(str, enum.Enum):
     MAX_ATTEMPTS = "max_attempts"
     RETRY_AFTER_TOO_LONG = "retry_after_too_long"
     DEADLINE = "deadline"
+    CIRCUIT_OPEN = "circuit_open"
     BUDGET_EXHAUSTED = "budget_exhausted"
 
     def __str__(self) -> str:
@@ -101,7 +104,10 @@ class RetryEvent:
         kind: ``"retry"`` (another attempt follows after ``wait`` seconds),
             ``"give_up"`` (the request ended unsuccessfully after or instead of a retry), or
             ``"cooldown"`` (the request waits ``wait`` seconds before its first attempt,
-            because its origin asked for quiet with ``Retry-After``; ``attempt`` is 0).
+            because its origin asked for quiet with ``Retry-After``; ``attempt`` is 0), or
+            ``"breaker_open"`` / ``"breaker_half_open"`` / ``"breaker_close"`` (the origin's
+            circuit breaker changed state on this request's attempt; with ``breaker_open``,
+            ``wait`` is the break in seconds).
         method: the request method.
         url: the request URL without userinfo and query string.
         attempt: the number of the attempt that just failed (1 for the first).
@@ -113,7 +119,9 @@ class RetryEvent:
             reset header, ...), or ``None`` when the backoff alone decided it.
     """
 
-    kind: Literal["retry", "give_up", "cooldown"]
+    kind: Literal[
+        "retry", "give_up", "cooldown", "breaker_open", "breaker_half_open", "breaker_close"
+    ]
     method: str
     url: str
     attempt: int

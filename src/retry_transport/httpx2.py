@@ -28,6 +28,7 @@ from . import (
     DEFAULT_RETRY_METHODS,
     DEFAULT_RETRY_STATUSES,
     Attempt,
+    CircuitBreaker,
     Jitter,
     RetryBudget,
     RetryEvent,
@@ -41,7 +42,10 @@ from . import (
     retry_info,
 )
 from ._drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
-from ._errors import CooldownErrorBase as _CooldownErrorBase
+from ._errors import (
+    CircuitOpenErrorBase as _CircuitOpenErrorBase,
+    CooldownErrorBase as _CooldownErrorBase,
+)
 from ._flavour import Flavour as _Flavour
 
 __all__ = [
@@ -49,6 +53,8 @@ __all__ = [
     "DEFAULT_RETRY_STATUSES",
     "AsyncRetryTransport",
     "Attempt",
+    "CircuitBreaker",
+    "CircuitOpenError",
     "CooldownError",
     "Jitter",
     "RetryBudget",
@@ -78,8 +84,22 @@ class CooldownError(_CooldownErrorBase, _httpx2.TransportError):
     """
 
 
+class CircuitOpenError(_CircuitOpenErrorBase, _httpx2.TransportError):
+    """The origin's circuit breaker is open: the request was not sent.
+
+    Raised before an attempt, without I/O. ``retry_info(error)`` gives the request's
+    metadata so far, with stop reason ``circuit_open``. It subclasses
+    ``httpx2.TransportError``.
+
+    Attributes:
+        origin: the origin, as ``scheme://host:port``.
+        remaining: seconds until the breaker lets a probe through (0.0 while half-open with
+            every probe slot taken).
+    """
+
+
 #: What the core and the drivers need from httpx2.
-_HTTPX2 = _Flavour.of(_httpx2, CooldownError)
+_HTTPX2 = _Flavour.of(_httpx2, CooldownError, CircuitOpenError)
 
 
 class RetryTransport(_SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ._policy import RetryPolicy
 
@@ -42,6 +43,9 @@ class TestingLog:
         attempts: the attempt limit in force (``None``: each policy's own).
         cap: whether ``attempts`` caps each policy's limit instead of replacing it.
         rng: the seeded random source all jitter is drawn from.
+        breakers: ``"on"`` (circuit breakers work as usual), ``"off"`` (they let every
+            request through and count nothing), or ``"open"`` (every breaker refuses every
+            request with ``CircuitOpenError``: the way to test a fallback path).
     """
 
     __test__ = False  # not a test class, whatever pytest thinks of the name
@@ -49,6 +53,7 @@ class TestingLog:
     attempts: int | None
     cap: bool
     rng: random.Random
+    breakers: Literal["on", "off", "open"] = "on"
     waits: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -75,7 +80,11 @@ active: TestingLog | None = None
 
 @contextmanager
 def retry_testing(
-    attempts: int | None = None, *, cap: bool = False, seed: int = 0
+    attempts: int | None = None,
+    *,
+    cap: bool = False,
+    seed: int = 0,
+    breakers: Literal["on", "off", "open"] = "on",
 ) -> Iterator[TestingLog]:
     """Turn testing mode on for every retry transport until the block ends.
 
@@ -84,6 +93,9 @@ def retry_testing(
             ``None`` (default) keeps each policy's own limit.
         cap: with ``attempts``, only lower a policy's limit, never raise it. Default False.
         seed: the seed of the random source jitter is drawn from. Default 0.
+        breakers: ``"on"`` (default: circuit breakers as usual), ``"off"`` (no breaker
+            refuses or counts anything), ``"open"`` (every breaker refuses every request,
+            to test fallback paths).
 
     Yields:
         The :class:`TestingLog` that collects the waits. Blocks nest, and may be closed in any
@@ -94,7 +106,9 @@ def retry_testing(
         isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
     ):
         raise ValueError(f"attempts must be an integer >= 1 or None, got {attempts!r}")
-    log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed))
+    if breakers not in ("on", "off", "open"):
+        raise ValueError(f"breakers must be 'on', 'off' or 'open', got {breakers!r}")
+    log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed), breakers=breakers)
     with _lock:
         _open.append(log)
         active = log

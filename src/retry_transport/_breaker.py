@@ -1,0 +1,310 @@
+"""A circuit breaker per origin: stop calling a dependency that is down, find out when it is
+back.
+
+Retries ride out short blips; a dependency that is down for minutes needs the opposite:
+stop sending, fail fast, and probe now and then. One :class:`CircuitBreaker` keeps one state
+per origin (``scheme://host:port``):
+
+- **closed**: requests flow; every attempt's outcome is counted over a sliding time window.
+  With at least ``min_requests`` outcomes in the window and ``failures / outcomes >=
+  failure_ratio`` (equality opens, as in Polly and Resilience4j), it opens.
+- **open**: nothing is sent; requests fail at once with ``CircuitOpenError``. After
+  ``break_duration`` seconds it is half-open.
+- **half-open**: up to ``half_open_probes`` requests at a time go through as probes. A probe
+  that succeeds closes the breaker; one that fails opens it again for twice the last break
+  (up to ``max_break_duration``). A probe that ends without a verdict (cancelled, or an error
+  that says nothing of the server's health) frees its slot.
+
+Every transition starts a fresh window. Sans-I/O like the core: the clock is injected (the
+simulator passes its virtual one), nothing sleeps, and the lock is never held across a wait,
+so one breaker may serve several transports, sync and async, of both flavours.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Final, Literal
+
+from ._models import RetryEvent
+
+__all__ = ["BreakerState", "CircuitBreaker"]
+
+logger: Final = logging.getLogger("retry_transport")
+
+BreakerState = Literal["closed", "open", "half_open"]
+
+#: The sliding window is kept as this many buckets: an outcome leaves the window at most
+#: ``window / _BUCKETS`` seconds late, and recording one costs O(1).
+_BUCKETS: Final = 10
+
+#: What :meth:`CircuitBreaker.admit` answers: ``None`` lets the request through, a number
+#: refuses it (seconds until a probe may go, 0.0 while every probe slot is taken).
+Admission = float | None
+
+
+def _number(name: str, value: object, *, low: float, high: float = math.inf,
+            open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+        value
+    ):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value < low or value > high or (open_low and value == low):
+        bound = f"> {low:g}" if open_low else f">= {low:g}"
+        upper = "" if high == math.inf else f" and <= {high:g}"
+        raise ValueError(f"{name} must be {bound}{upper}, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+class _Origin:
+    """One origin's state. Guarded by the breaker's lock."""
+
+    __slots__ = ("break_for", "failures", "index", "now_failures", "now_outcomes",
+                 "opened_until", "outcomes", "probes", "ring", "state")
+
+    def __init__(self, break_for: float) -> None:
+        self.state: BreakerState = "closed"
+        self.opened_until = 0.0
+        self.break_for = break_for  # the next break's length: doubles after a failed probe
+        self.probes = 0  # probes in flight (half-open)
+        # The sliding window: the current bucket's counts, the older buckets in a ring
+        # (index, outcomes, failures), and the totals over all of them.
+        self.index = -1
+        self.now_outcomes = self.now_failures = 0
+        self.ring: deque[tuple[int, int, int]] = deque()
+        self.outcomes = self.failures = 0
+
+    def fresh_window(self) -> None:
+        self.index = -1
+        self.now_outcomes = self.now_failures = 0
+        self.ring.clear()
+        self.outcomes = self.failures = 0
+
+
+class CircuitBreaker:
+    """A circuit breaker per origin, shared by any number of transports.
+
+    Args:
+        failure_ratio: the share of failed outcomes in the window that opens the breaker,
+            in (0, 1]. Default 0.5, Resilience4j's: an HTTP client already retries the odd
+            failure away, so a breaker should only open when most calls fail (Polly's
+            standard HTTP pipeline opens at 0.1, which trips on a merely degraded service).
+        min_requests: outcomes the window must hold before the ratio counts. Default 20:
+            Polly and Resilience4j ask for 100, which a client making a few calls a second
+            would take most of a minute to reach while a dependency is down.
+        window: seconds over which outcomes are counted (sliding). Default 30.0 (Polly's
+            sampling duration).
+        break_duration: seconds the breaker stays open before the first probe. Default 5.0
+            (Polly's break). It doubles after each failed probe...
+        max_break_duration: ... up to this many seconds. Default 60.0 (Resilience4j's open
+            time): a dependency back after a long outage is found within a minute.
+        half_open_probes: probes allowed through at a time while half-open. Default 1 (Polly;
+            a recovering service should not meet a crowd).
+        clock: a monotonic clock in seconds. Default ``time.monotonic``; the simulator passes
+            its virtual clock.
+        hooks: callables given a ``RetryEvent`` of kind ``breaker_open``,
+            ``breaker_half_open`` or ``breaker_close`` for every transition (the transport
+            whose request caused it tells its own hooks too).
+
+    What counts as a failure: a transient transport error, or a status in the policy's
+    ``retry_statuses`` or >= 500. Other answers (a 404, a 401) are healthy ones. Every
+    attempt counts, retries included. The breaker is exact under threads and tasks; its
+    lock is held only for a few counter updates, never across a wait.
+    """
+
+    def __init__(
+        self,
+        *,
+        failure_ratio: float = 0.5,
+        min_requests: int = 20,
+        window: float = 30.0,
+        break_duration: float = 5.0,
+        max_break_duration: float = 60.0,
+        half_open_probes: int = 1,
+        clock: Callable[[], float] | None = None,
+        hooks: Iterable[Callable[[RetryEvent], object]] | Callable[[RetryEvent], object]
+        | None = None,
+    ) -> None:
+        from ._core import _hooks  # the same validation as the transports' hooks
+
+        self.failure_ratio = _number("failure_ratio", failure_ratio, low=0.0, high=1.0,
+                                     open_low=True)
+        self.min_requests = _count("min_requests", min_requests)
+        self.window = _number("window", window, low=0.0, high=1e9, open_low=True)
+        self.break_duration = _number("break_duration", break_duration, low=0.0, high=1e9,
+                                      open_low=True)
+        self.max_break_duration = _number("max_break_duration", max_break_duration,
+                                          low=0.0, high=1e9, open_low=True)
+        if self.max_break_duration < self.break_duration:
+            raise ValueError(
+                f"max_break_duration ({self.max_break_duration:g}) must be >= "
+                f"break_duration ({self.break_duration:g})"
+            )
+        self.half_open_probes = _count("half_open_probes", half_open_probes)
+        if clock is not None and not callable(clock):
+            raise ValueError(f"clock must be a function, got {clock!r}")
+        self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
+        self.hooks = _hooks(hooks)
+        self._bucket = self.window / _BUCKETS
+        self._origins: dict[str, _Origin] = {}
+        self._lock = threading.Lock()
+
+    # -- what users ask ------------------------------------------------------------------
+
+    def state(self, origin: object) -> BreakerState:
+        """``"closed"``, ``"open"`` or ``"half_open"`` for an origin: a URL (str, httpx or
+        httpx2 URL) or an origin string, normalised as the transport does (default ports
+        spelt out). ``"half_open"`` as soon as the break has elapsed."""
+        entry = self._origins.get(normalise(origin))
+        if entry is None:
+            return "closed"
+        if entry.state == "open" and self.clock() >= entry.opened_until:
+            return "half_open"
+        return entry.state
+
+    def __repr__(self) -> str:
+        return (
+            f"CircuitBreaker(failure_ratio={self.failure_ratio:g}, "
+            f"min_requests={self.min_requests}, window={self.window:g}, "
+            f"break_duration={self.break_duration:g}, "
+            f"max_break_duration={self.max_break_duration:g}, "
+            f"half_open_probes={self.half_open_probes})"
+        )
+
+    # -- what the core asks ----------------------------------------------------------------
+
+    def admit(self, origin: str) -> tuple[Admission, bool, list[str]]:
+        """May a request to ``origin`` be sent now? Returns (refusal, probe, transitions):
+        ``refusal`` is ``None`` to let it through, else the seconds until a probe may go
+        (0.0 while every probe slot is taken); ``probe`` says it goes as a probe (its
+        verdict must come back through :meth:`record` or :meth:`release`)."""
+        entry = self._origins.get(origin)
+        if entry is None or entry.state == "closed":
+            return None, False, []  # the usual case: no lock, nothing to count yet
+        now = self.clock()
+        transitions: list[str] = []
+        with self._lock:
+            if entry.state == "closed":  # type: ignore[comparison-overlap]  # another thread
+                return None, False, []
+            if entry.state == "open":
+                if now < entry.opened_until:
+                    return entry.opened_until - now, False, []
+                entry.state = "half_open"
+                entry.probes = 0
+                entry.fresh_window()
+                transitions.append("breaker_half_open")
+            if entry.probes >= self.half_open_probes:
+                return 0.0, False, transitions
+            entry.probes += 1
+            return None, True, transitions
+
+    def record(self, origin: str, failure: bool, probe: bool) -> list[str]:
+        """An attempt's verdict: ``failure`` (the dependency looked unhealthy) or not.
+        Returns the transitions it caused (``breaker_open``, ``breaker_close``)."""
+        now = self.clock()
+        with self._lock:
+            entry = self._origins.get(origin)
+            if entry is None:
+                entry = self._origins[origin] = _Origin(self.break_duration)
+            if probe:
+                entry.probes = max(0, entry.probes - 1)
+            if entry.state == "half_open":
+                if not probe:
+                    return []  # a request admitted before the breaker opened
+                if failure:
+                    self._open(entry, now, min(entry.break_for * 2, self.max_break_duration))
+                    return ["breaker_open"]
+                entry.state = "closed"
+                entry.break_for = self.break_duration
+                entry.fresh_window()
+                return ["breaker_close"]
+            if entry.state == "open":
+                return []  # in flight when it opened: already counted against it
+            self._count(entry, now, failure)
+            if (
+                entry.outcomes >= self.min_requests
+                and entry.failures >= self.failure_ratio * entry.outcomes
+            ):
+                self._open(entry, now, entry.break_for)
+                return ["breaker_open"]
+            return []
+
+    def release(self, origin: str) -> None:
+        """A probe ended without a verdict: free its slot."""
+        with self._lock:
+            entry = self._origins.get(origin)
+            if entry is not None and entry.probes > 0:
+                entry.probes -= 1
+
+    def is_open(self, origin: str | None) -> bool:
+        """Whether ``origin``'s breaker is open now (a retry would be refused)."""
+        entry = self._origins.get(origin) if origin is not None else None
+        return entry is not None and entry.state == "open" and self.clock() < entry.opened_until
+
+    def opened_for(self, origin: str) -> float:
+        """Seconds the current (or last) break of ``origin`` lasts."""
+        entry = self._origins.get(origin)
+        return 0.0 if entry is None else entry.break_for
+
+    # -- inside the lock ----------------------------------------------------------------
+
+    def _open(self, entry: _Origin, now: float, duration: float) -> None:
+        entry.state = "open"
+        entry.break_for = duration
+        entry.opened_until = now + duration
+        entry.probes = 0
+        entry.fresh_window()
+
+    def _count(self, entry: _Origin, now: float, failure: bool) -> None:
+        index = int(now // self._bucket)
+        if index != entry.index:  # a new bucket: retire the current one, drop the old ones
+            if entry.now_outcomes:
+                entry.ring.append((entry.index, entry.now_outcomes, entry.now_failures))
+            entry.index = index
+            entry.now_outcomes = entry.now_failures = 0
+            oldest = index - _BUCKETS + 1
+            ring = entry.ring
+            while ring and ring[0][0] < oldest:
+                _, outcomes, failures = ring.popleft()
+                entry.outcomes -= outcomes
+                entry.failures -= failures
+        entry.now_outcomes += 1
+        entry.outcomes += 1
+        if failure:
+            entry.now_failures += 1
+            entry.failures += 1
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def normalise(origin: object) -> str:
+    """``scheme://host:port`` of a URL or an origin string, the default port spelt out."""
+    if not isinstance(origin, str):
+        scheme = getattr(origin, "scheme", None)
+        host = getattr(origin, "host", None)
+        if not isinstance(scheme, str) or not isinstance(host, str):
+            raise TypeError(f"origin must be a URL or an origin string, got {origin!r}")
+        port = getattr(origin, "port", None)
+        text_host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{text_host}:{port or _DEFAULT_PORTS.get(scheme)}"
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(origin.strip())
+    if not parts.scheme or not parts.hostname:
+        raise ValueError(f"origin must be a URL or scheme://host[:port], got {origin!r}")
+    scheme = parts.scheme.lower()
+    host = parts.hostname.lower()
+    port = parts.port or _DEFAULT_PORTS.get(scheme)
+    text_host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{text_host}:{port}"
