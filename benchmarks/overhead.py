@@ -77,6 +77,8 @@ TARGET_ASYNC_US = 2.5
 TARGET_LOOPBACK_RATIO = 1.02
 TARGET_MEMORY_BYTES = 1024 * 1024
 TARGET_RETRY_US = 10.0
+#: The most a closed circuit breaker may add to a successful request (section 7).
+TARGET_BREAKER_US = 1.0
 #: Cooling origins in section 5, and the most they may add to a request to another origin.
 COOLING_ORIGINS = 10_000
 TARGET_COOLDOWN_US = 1.0
@@ -1080,6 +1082,27 @@ def run_httpx2(report: Report, settings: Settings) -> None:
     asyncio.run(run_async())
 
 
+def run_breaker(report: Report, settings: Settings) -> None:
+    """Section 7: what a closed circuit breaker adds to the success path."""
+    mock = httpx.MockTransport(_ok)
+    report.add(
+        "breaker-closed",
+        measure_sync(
+            "[7] sync, MockTransport, a closed CircuitBreaker on the success path",
+            {
+                "no breaker": _direct_sync(rt.RetryTransport(mock).handle_request, _request()),
+                "closed breaker": _direct_sync(
+                    rt.RetryTransport(mock, breaker=rt.CircuitBreaker()).handle_request,
+                    _request(),
+                ),
+            },
+            settings.requests,
+            BLOCK_DIRECT,
+            settings,
+        ),
+    )
+
+
 def run_memory(report: Report, settings: Settings) -> None:
     n = settings.memory_requests
     print(f"\n[4] memory: {n} successful requests, handle_request called directly")
@@ -1213,6 +1236,16 @@ def print_targets(report: Report, peers: Peers) -> None:
                     f"{overhead:+.2f} us ({_iqr_us(direct, arm)}), ratio {direct.ratio(arm):.3f}",
                 )
             )
+    closed = results.get("breaker-closed")
+    if closed is not None:
+        overhead = closed.overhead_us("closed breaker")
+        lines.append(
+            _check(
+                f"breaker: a closed CircuitBreaker adds <= {TARGET_BREAKER_US} us to a success",
+                overhead <= TARGET_BREAKER_US,
+                f"{overhead:+.2f} us ({_iqr_us(closed, 'closed breaker')})",
+            )
+        )
     cooling = results.get("cooldown-table")
     if cooling is not None:
         arm = f"{COOLING_ORIGINS} cooling"
@@ -1272,6 +1305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_retry(report, settings, peers)
     run_cooldowns(report, settings)
     run_httpx2(report, settings)
+    run_breaker(report, settings)
     run_memory(report, settings)
     print_targets(report, peers)
     print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")

@@ -26,6 +26,7 @@ from retry_transport.sim import (
     StormResult,
     find_seed,
     run_outage,
+    run_rate_limited,
     run_storm,
     run_storms,
     storm_stats,
@@ -275,6 +276,79 @@ def test_outage_is_reproducible() -> None:
     assert first != run_outage(seed=4, rate=50.0, duration=4.0, outage=(0.0, 2.0))
 
 
+# -- the rate-limited API ------------------------------------------------------------------
+
+UNPACED = RetryPolicy(respect_rate_limits=False)
+
+
+def test_pacing_turns_429s_into_waits_with_the_same_goodput() -> None:
+    # 3 callers back to back (~30 requests/s) against 10 per 1 s window, for 30 windows.
+    paced = run_rate_limited(seed=0)
+    unpaced = run_rate_limited(UNPACED, seed=0)
+    assert paced.paced and not unpaced.paced
+    assert len(paced.completed_per_window) == len(paced.rejected_per_window) == 30
+    # Only the attempts in flight when the quota ran out meet a 429: at most callers - 1.
+    assert paced.rejected_summary.high <= paced.callers - 1
+    assert 0 < paced.rejected * 5 <= unpaced.rejected
+    assert unpaced.rejected_summary.mean > 10
+    # Nothing is lost with pacing; without it, requests run out of attempts (or budget).
+    assert paced.failed == 0 and paced.failures == ()
+    assert unpaced.failed > 100
+    assert {reason for reason, _ in unpaced.failures} <= {"max_attempts", "budget_exhausted"}
+    # Goodput does not drop: the quota is used in full in every window, either way.
+    assert paced.completed_per_window == (paced.quota,) * 30
+    assert paced.goodput.mean >= unpaced.goodput.mean
+    assert paced.goodput.low >= unpaced.goodput.low
+    assert max(unpaced.completed_per_window) <= unpaced.quota
+    # The 429s became holds; the requests that ended in a 200 waited longer for it.
+    assert paced.held > 0 and paced.held_time > 0 and unpaced.held == 0
+    assert paced.latency.mean > unpaced.latency.mean
+    assert paced.latency.count == paced.completed
+    # Every attempt is answered 200 (ending its request) or 429.
+    for result in (paced, unpaced):
+        assert result.attempts == result.completed + result.rejected
+        assert result.requests == result.completed + result.failed
+        assert sum(result.rejected_per_window) <= result.rejected
+
+
+def test_pacing_holds_429s_to_callers_minus_one_per_window_over_seeds() -> None:
+    for seed in range(1, 11):
+        paced = run_rate_limited(seed=seed, duration=8.0)
+        unpaced = run_rate_limited(UNPACED, seed=seed, duration=8.0)
+        assert paced.rejected_summary.high <= paced.callers - 1, seed
+        assert paced.failed == 0, seed
+        assert paced.rejected * 3 <= unpaced.rejected, seed
+        assert paced.goodput.low >= unpaced.goodput.low, seed
+        assert paced.goodput.mean >= unpaced.goodput.mean, seed
+
+
+def test_under_the_quota_nothing_is_held_or_rejected() -> None:
+    # One caller with 200-300 ms calls sends at most 5 requests a window: never out of quota.
+    result = run_rate_limited(callers=1, call_time=(0.2, 0.3), duration=5.0)
+    assert (result.rejected, result.held, result.failed) == (0, 0, 0)
+    assert result.attempts == result.requests == result.completed
+    assert all(3 <= n <= 5 for n in result.completed_per_window)
+
+
+def test_rate_limited_is_reproducible() -> None:
+    first = run_rate_limited(seed=3, duration=5.0)
+    assert first == run_rate_limited(seed=3, duration=5.0)
+    assert first != run_rate_limited(seed=4, duration=5.0)
+    unpaced = run_rate_limited(UNPACED, seed=3, duration=5.0)
+    assert unpaced == run_rate_limited(UNPACED, seed=3, duration=5.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.rejected = 0  # type: ignore[misc]
+
+
+def test_rate_limited_rejects_a_bad_scenario() -> None:
+    with pytest.raises(ValueError, match="callers"):
+        run_rate_limited(callers=0)
+    with pytest.raises(ValueError, match="window"):
+        run_rate_limited(window=2.0, duration=1.0)
+    with pytest.raises(ValueError, match="call_time"):
+        run_rate_limited(call_time=(0.2, 0.1))
+
+
 # -- the command ---------------------------------------------------------------------------
 
 
@@ -291,6 +365,27 @@ def test_command_prints_the_storm_table(capsys: pytest.CaptureFixture[str]) -> N
     assert measured == [("8", "5"), ("120", "0"), ("30", "0"), ("19", "6")]
     assert f"seed {REPRESENTATIVE_SEED}: attempts 3,3,3,3,3,4" in out
     assert "decorrelated jitter" in out
+
+
+def test_command_prints_the_rate_limit_table(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Rate-limited API: 3 callers" in out and "3x the quota" in out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("respect_rate_limits"))
+    for line, policy in zip(lines[header + 1 : header + 3], (None, UNPACED), strict=True):
+        result = run_rate_limited(policy)
+        row = line.split()
+        assert row[0] == ("True" if policy is None else "False")
+        cells = row[2:] if policy is None else row[1:]  # "True (pacing)" is two words
+        assert cells[0] == f"{result.rejected:,}"
+        assert cells[3] == f"{result.goodput.mean:.1f}"
+        assert cells[5] == f"{result.completed:,}" and cells[6] == f"{result.failed:,}"
+        assert f"{result.attempts:,}" in cells
+    assert "Pacing: " in out and "429s instead of" in out
+    assert main([*args, "--no-rate-limit"]) == 0
+    assert "Rate-limited API" not in capsys.readouterr().out
 
 
 def test_command_runs_your_policy(capsys: pytest.CaptureFixture[str]) -> None:

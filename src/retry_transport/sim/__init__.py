@@ -43,7 +43,9 @@ The storm model (:func:`run_storm`), made precise:
   client has its own transport and sends one request, and a cooldown only holds a
   transport's *new* requests, never a retry.
 
-The sustained-outage model (:func:`run_outage`) is described in its docstring.
+The sustained-outage model (:func:`run_outage`) and the rate-limited API model
+(:func:`run_rate_limited`: callers against a fixed-window quota, with and without pacing by
+its rate-limit headers) are described in their docstrings.
 """
 
 try:
@@ -57,11 +59,13 @@ except ImportError:  # pragma: no cover - trio comes with the dev extra
 from ._dist import storm_stats
 from ._outage import run_outage
 from ._plot import plot_runs
+from ._ratelimit import run_rate_limited
 from ._results import (
     Call,
     ClientResult,
     Distribution,
     OutageResult,
+    RateLimitResult,
     Reply,
     StormResult,
     StormStats,
@@ -92,6 +96,7 @@ __all__ = [
     "Comparison",
     "Distribution",
     "OutageResult",
+    "RateLimitResult",
     "Reply",
     "Step",
     "StormResult",
@@ -100,6 +105,7 @@ __all__ = [
     "find_seed",
     "plot_runs",
     "run_outage",
+    "run_rate_limited",
     "run_storm",
     "run_storms",
     "storm_stats",

@@ -1,14 +1,16 @@
 """``python -m retry_transport.sim``: the classic retry-storm table, measured, and more.
 
 Without policy options it prints the storm's four steps as measured, the step-4 distribution,
-a comparison of jitters and of the library's defaults, and a sustained outage with and
-without a retry budget. With policy options it runs that policy instead.
+a comparison of jitters and of the library's defaults, a sustained outage with and without a
+retry budget, and callers against a rate-limited API with and without pacing by its
+rate-limit headers. With policy options it runs that policy instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,15 +19,17 @@ from typing import Any, cast, get_args
 from .._budget import RetryBudget
 from .._policy import Jitter, RetryPolicy
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
+from ._ratelimit import run_rate_limited
 from ._report import (
     describe_policy,
     outage_table,
+    rate_limit_table,
     run_table,
     seed_table,
     stats_lines,
     stats_table,
 )
-from ._results import OutageResult, StormResult, StormStats
+from ._results import OutageResult, RateLimitResult, StormResult, StormStats
 from ._steps import COMPARISONS, REPRESENTATIVE_SEED, STEPS
 from ._storm import StormSpec, run_storms
 
@@ -39,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Simulate the classic retry storm (six clients, a four-call service) with the real "
             "AsyncRetryTransport in virtual time. Without policy options: the storm's table, "
-            "measured, then jitters, library defaults and a sustained outage compared. "
+            "measured, then jitters, library defaults, a sustained outage and a rate-limited "
+            "API compared. "
             "With any policy or scenario option: that policy alone (unset policy fields "
             "take RetryPolicy() defaults)."
         ),
@@ -64,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
         help="draw the runs' frames into a .png, .svg or .pdf file (matplotlib: the plot extra)",
     )
     parser.add_argument("--no-outage", action="store_true", help="skip the outage scenario")
+    parser.add_argument(
+        "--no-rate-limit",
+        action="store_true",
+        help="skip the rate-limited API scenario (pacing by rate-limit headers on and off)",
+    )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
     )
@@ -156,6 +166,45 @@ def _outage_rows(results: Sequence[Any]) -> list[tuple[str, OutageResult]]:
     return [("RetryBudget()", with_budget), ("None", without)]
 
 
+def _rate_limit_intro(result: RateLimitResult) -> str:
+    low, high = result.call_time
+    offered = result.callers / ((low + high) / 2)
+    ratio = offered / (result.quota / result.window)
+    budget = "RetryBudget()" if result.budgeted else "no budget"
+    text = (
+        f"Rate-limited API: {result.callers} callers send GETs back to back for "
+        f"{result.duration:g} s through one AsyncClient and one AsyncRetryTransport. The "
+        f"service allows {result.quota} requests per fixed {result.window:g} s window: 200 "
+        "under the quota, 429 (no Retry-After) over it, both with X-RateLimit-Remaining and "
+        f"X-RateLimit-Reset (seconds to the window's end). Each call takes {low * 1000:g}-"
+        f"{high * 1000:g} ms, so the callers offer about {offered:.0f} requests/s, "
+        f"{round(ratio, 1):g}x the quota. Policy: {describe_policy(result.policy)}, {budget}; "
+        f"seed {result.seed} for both runs. held: requests a cooldown held before their first "
+        "attempt; latency: of the requests that ended in a 200, holds and retries included."
+    )
+    return textwrap.fill(text, width=112)
+
+
+def _rate_limit_summary(rows: Sequence[tuple[str, RateLimitResult]]) -> str:
+    (_, paced), (_, unpaced) = rows
+    return (
+        f"  Pacing: {paced.rejected:,} 429s instead of {unpaced.rejected:,}, {paced.failed:,} "
+        f"failed requests instead of {unpaced.failed:,}, {paced.goodput.mean:.1f} 200s per "
+        f"window against {unpaced.goodput.mean:.1f};\n  the price: {paced.held:,} requests "
+        f"held ({paced.held_time:.1f} s in all) and retries that wait for the reset."
+    )
+
+
+def _rate_limit_jobs(policy: RetryPolicy) -> list[Job]:
+    policies = [policy.replace(respect_rate_limits=flag) for flag in (True, False)]
+    return [Job(call=(run_rate_limited, {"policy": p}), weight=50) for p in policies]
+
+
+def _rate_limit_rows(results: Sequence[Any]) -> list[tuple[str, RateLimitResult]]:
+    paced, unpaced = cast("tuple[RateLimitResult, RateLimitResult]", tuple(results))
+    return [("True (pacing)", paced), ("False", unpaced)]
+
+
 def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormResult]]:
     step4 = STEPS[3]
     compare_runs = min(args.compare_runs, args.runs)
@@ -164,6 +213,8 @@ def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormR
     jobs = [Job(spec, n, args.seed) for spec, n in zip(specs, runs, strict=True)]
     if not args.no_outage:
         jobs += _outage_jobs(RetryPolicy())
+    if not args.no_rate_limit:
+        jobs += _rate_limit_jobs(RetryPolicy())
     results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
@@ -202,11 +253,19 @@ def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormR
         f"  and sends one request, so it can spend at most {most:g} tokens: "
         + ("the runs are identical with and without it." if same else "some runs differ.")
     )
+    extra = len(specs)
     if not args.no_outage:
         out.append("")
-        outage_rows = _outage_rows(results[len(specs) :])
+        outage_rows = _outage_rows(results[extra : extra + 2])
+        extra += 2
         out.append(_outage_intro(outage_rows[0][1]))
         out.append(outage_table(outage_rows))
+    if not args.no_rate_limit:
+        out.append("")
+        rate_rows = _rate_limit_rows(results[extra : extra + 2])
+        out.append(_rate_limit_intro(rate_rows[0][1]))
+        out.append(rate_limit_table(rate_rows))
+        out.append(_rate_limit_summary(rate_rows))
     return [(f"step {s.number}", run) for s, run in steps]
 
 

@@ -6,12 +6,13 @@ import math
 from collections.abc import Sequence
 
 from .._policy import RetryPolicy
-from ._results import OutageResult, StormResult, StormStats
+from ._results import OutageResult, RateLimitResult, StormResult, StormStats
 from ._steps import UNCAPPED, Step
 
 __all__ = [
     "describe_policy",
     "outage_table",
+    "rate_limit_table",
     "run_table",
     "seed_table",
     "stats_lines",
@@ -238,3 +239,36 @@ def outage_table(rows: Sequence[tuple[str, OutageResult]]) -> str:
         "budget",
     ]
     return table(header, body, right=[1, 2, 3, 4])
+
+
+def rate_limit_table(rows: Sequence[tuple[str, RateLimitResult]]) -> str:
+    """One row per run of the rate-limited API scenario (with and without pacing)."""
+    body = []
+    for label, r in rows:
+        rejected, goodput = r.rejected_summary, r.goodput
+        why = ", ".join(f"{reason} {count:,}" for reason, count in r.failures)
+        body.append(
+            [
+                label,
+                f"{r.rejected:,}",
+                f"{rejected.mean:.1f} ({_number(rejected.high)})",
+                f"{goodput.mean:.1f} ({_number(goodput.low)}-{_number(goodput.high)})",
+                f"{r.completed:,}",
+                f"{r.failed:,}" + (f" ({why})" if why else ""),
+                f"{r.attempts:,}",
+                f"{r.held:,}",
+                f"{_seconds(r.latency.mean, 3)} ({_seconds(r.latency.high, 3)})",
+            ]
+        )
+    header = [
+        "respect_rate_limits",
+        "429s",
+        "429s/window mean (max)",
+        "200s/window mean (min-max)",
+        "completed",
+        "failed (stop reason)",
+        "attempts",
+        "held",
+        "latency mean (max)",
+    ]
+    return table(header, body, right=[1, 2, 3, 4, 6, 7])

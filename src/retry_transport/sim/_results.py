@@ -14,6 +14,7 @@ __all__ = [
     "ClientResult",
     "Distribution",
     "OutageResult",
+    "RateLimitResult",
     "Reply",
     "StormResult",
     "StormStats",
@@ -315,3 +316,70 @@ class OutageResult:
         if self.last_failure_at is None:
             return 0.0
         return max(0.0, self.last_failure_at - self.outage[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitResult:
+    """One run of the rate-limited API scenario.
+
+    Attributes:
+        policy: the client's retry policy (``policy.respect_rate_limits``: whether it paced).
+        budgeted: whether the client had a retry budget.
+        seed: the run's seed.
+        callers: tasks sending requests back to back through the one client.
+        quota: requests the service allowed per window.
+        window: the length of the service's fixed windows, seconds.
+        duration: seconds during which callers started requests.
+        call_time: ``(low, high)``: each attempt took a uniform time in between, seconds.
+        requests: requests the callers started.
+        completed: requests that ended in a 200.
+        failures: the other requests, as ``(stop reason, count)`` pairs sorted by reason
+            (``"max_attempts"``, ``"budget_exhausted"``, ...).
+        attempts: attempts the service received, retries included.
+        rejected: attempts it answered 429.
+        held: requests a cooldown held before their first attempt.
+        held_time: the seconds those holds lasted, all together.
+        completed_per_window: attempts answered 200, per window of the run, in order.
+        rejected_per_window: attempts answered 429, per window of the run, in order.
+        latency: seconds from start to end of the requests that ended in a 200, holds and
+            retries included.
+    """
+
+    policy: RetryPolicy
+    budgeted: bool
+    seed: int
+    callers: int
+    quota: int
+    window: float
+    duration: float
+    call_time: tuple[float, float]
+    requests: int
+    completed: int
+    failures: tuple[tuple[str, int], ...]
+    attempts: int
+    rejected: int
+    held: int
+    held_time: float
+    completed_per_window: tuple[int, ...]
+    rejected_per_window: tuple[int, ...]
+    latency: Distribution
+
+    @property
+    def paced(self) -> bool:
+        """Whether the client read the quota headers (``policy.respect_rate_limits``)."""
+        return self.policy.respect_rate_limits
+
+    @property
+    def failed(self) -> int:
+        """Requests that did not end in a 200."""
+        return sum(count for _, count in self.failures)
+
+    @property
+    def goodput(self) -> Distribution:
+        """200s per window: mean, spread, lowest and highest."""
+        return Distribution.of(self.completed_per_window)
+
+    @property
+    def rejected_summary(self) -> Distribution:
+        """429s per window: mean, spread, lowest and highest."""
+        return Distribution.of(self.rejected_per_window)

@@ -1,0 +1,226 @@
+"""Callers against a rate-limited API: paced by its quota headers, or met by 429 after 429.
+
+The model (:func:`run_rate_limited`):
+
+* ``callers`` (3) tasks each send GETs back to back for ``duration`` seconds (30): a caller
+  sends its next request as soon as its last one has ended, in success or failure. All of
+  them go through ONE ``httpx.AsyncClient`` over one real
+  :class:`~retry_transport.AsyncRetryTransport`, so they share its cooldowns and its retry
+  budget. Caller ``k`` starts after an offset uniform in ``[0, 100 ms)`` and starts
+  requests only before ``duration``; each request then runs to its end, retries included.
+* The service allows ``quota`` (10) requests per fixed window of ``window`` seconds (1 s):
+  window ``i`` is ``[i * window, (i + 1) * window)``. An attempt counts against the window in
+  which it reaches the service (its start); the ``n``-th attempt of a window is answered 200
+  if ``n <= quota``, else 429 without ``Retry-After``.
+* Each attempt, 429 or 200, takes a time uniform in ``call_time`` (50 to 150 ms). Its
+  response carries ``X-RateLimit-Limit: quota``, ``X-RateLimit-Remaining: max(0, quota -
+  n)`` and ``X-RateLimit-Reset``: the seconds from the response to the end of the attempt's
+  window, rounded up to the millisecond (so a client that waits for it never arrives early),
+  ``0.000`` once that window is over (which the transport ignores). So the response that
+  spends the last unit (``n == quota``) is a 200 that says the quota is exhausted.
+* Offered load: a caller alone sends about 10 requests a second (a call takes 100 ms on
+  average), so three callers offer about 30 a second, 3x the quota, whenever they are not
+  held.
+* Pacing (``respect_rate_limits=True``, the default): the first response that says
+  ``remaining: 0`` starts the origin's cooldown until the window's end. New requests wait for
+  it, plus the policy's first jittered backoff step (``uniform(0, base_delay)``); the attempts
+  already in flight when the quota ran out are answered 429, and their retries wait for the
+  reset plus their backoff. Each caller has one attempt in flight at a time and the one that
+  spent the quota learns it first, so a window sees at most ``callers - 1`` 429s; with fewer
+  callers than the quota, each retry is among the first attempts of the next window and gets
+  a 200, so no request fails.
+* Without pacing (``respect_rate_limits=False``) a 429 without ``Retry-After`` is retried
+  after the backoff alone (full jitter: up to 100 ms, then 200 ms), into the same spent
+  window; a request that meets a 429 on each of its ``max_attempts`` (3) fails, and its caller
+  moves on to the next one. The retries drain the transport's default ``RetryBudget`` (500
+  tokens, 5 a retry; a success puts back 1, or what its last retry took), and once it is
+  empty a 429 is not retried at all (``budget_exhausted``). ``budget=None`` removes it.
+* Counting: goodput is the 200s per window, over the ``duration / window`` windows of the
+  run; attempts after the last of them (made by requests started before ``duration``) count
+  in the totals only. Latency runs from the request's start to its end, holds and retries
+  included, over the requests that ended in a 200.
+* Determinism: caller ``k`` draws its start offset and the durations of its attempts (one
+  at a time) from ``random.Random(f"ratelimit:{seed}:{k}")``; the transport's jitter comes
+  from ``random.Random(f"ratelimit:{seed}:jitter")``, drawn in the order failures come back
+  and held requests start (times are continuous random values, so no two coincide). The
+  service decides from recorded times (a 1 ns tolerance absorbs float drift), never from the
+  order in which trio wakes tasks at one instant, so a run depends on its seed alone.
+
+Why a closed loop and not Poisson arrivals: an open stream at 3x the quota must turn away
+two thirds of its requests whatever the client does, and the requests a cooldown holds are
+all released at the reset, where everything past the quota still meets a 429. Pacing then
+moves the 429s to the start of each window rather than removing them. A fixed pool of
+callers, the usual shape of a batch job or a worker pool against an API, is where the quota
+headers can replace the 429s with waits.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Final
+
+import httpx
+import trio
+
+from .._budget import RetryBudget
+from .._core import retry_info
+from .._errors import CooldownErrorBase
+from .._models import RetryEvent
+from .._policy import RetryPolicy
+from .._transports import AsyncRetryTransport
+from ._results import Distribution, RateLimitResult
+from ._storm import BudgetFactory
+from ._virtual import EPSILON, run_virtual
+
+__all__ = ["run_rate_limited"]
+
+_URL: Final = httpx.URL("http://api.sim/items")
+#: Callers start after an offset uniform in [0, this) seconds.
+_START_SPREAD: Final = 0.1
+
+
+class _RateLimitedService(httpx.AsyncBaseTransport):
+    """A fixed-window rate limiter in front of a service that never fails otherwise."""
+
+    def __init__(
+        self, t0: float, quota: int, window: float, call_time: tuple[float, float]
+    ) -> None:
+        self.t0 = t0
+        self.quota = quota
+        self.window = window
+        self.call_time = call_time
+        self.counts: dict[int, int] = {}  # window -> attempts it received
+        self.ok: dict[int, int] = {}  # window -> attempts answered 200
+        self.rejected: dict[int, int] = {}  # window -> attempts answered 429
+        self.attempts = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        arrived = trio.current_time() - self.t0
+        index = math.floor((arrived + EPSILON) / self.window)
+        n = self.counts.get(index, 0) + 1
+        self.counts[index] = n
+        self.attempts += 1
+        rng: random.Random = request.extensions["sim_rng"]
+        await trio.sleep(rng.uniform(*self.call_time))
+        now = trio.current_time() - self.t0
+        reset = max(0.0, (index + 1) * self.window - now)
+        headers = {
+            "X-RateLimit-Limit": str(self.quota),
+            "X-RateLimit-Remaining": str(max(0, self.quota - n)),
+            # Rounded up: a client that waits for the reset never arrives before it.
+            "X-RateLimit-Reset": f"{math.ceil(reset * 1000 - EPSILON) / 1000:.3f}",
+        }
+        tally = self.ok if n <= self.quota else self.rejected
+        tally[index] = tally.get(index, 0) + 1
+        return httpx.Response(200 if n <= self.quota else 429, headers=headers, request=request)
+
+
+def run_rate_limited(
+    policy: RetryPolicy | None = None,
+    *,
+    budget: BudgetFactory | None = RetryBudget,
+    callers: int = 3,
+    quota: int = 10,
+    window: float = 1.0,
+    duration: float = 30.0,
+    call_time: tuple[float, float] = (0.05, 0.15),
+    seed: int = 0,
+) -> RateLimitResult:
+    """Run the rate-limited API scenario once, in virtual time.
+
+    Run it with ``policy.respect_rate_limits`` True and False (the same seed) to compare
+    pacing by the quota headers with retrying on 429 alone.
+
+    Args:
+        policy: the client's policy; default ``RetryPolicy()`` (which paces).
+        budget: builds the client's retry budget (default: ``RetryBudget``, the transport's
+            own default); ``None``: no budget.
+        callers: tasks sending requests back to back through the one client.
+        quota: requests the service allows per window.
+        window: the length of the service's fixed windows, seconds.
+        duration: seconds during which callers start requests; each then runs to its end.
+            The per-window counts cover its first ``duration / window`` windows.
+        call_time: ``(low, high)`` seconds: each attempt takes a uniform time in between.
+        seed: seeds the callers' start offsets and call times, and the jitter.
+    """
+    policy = policy if policy is not None else RetryPolicy()
+    if callers < 1 or quota < 1:
+        raise ValueError(f"callers and quota must be >= 1, got {callers!r} and {quota!r}")
+    if not window > 0 or not duration >= window:
+        raise ValueError(
+            f"window must be > 0 and duration at least one window, got {window!r}, {duration!r}"
+        )
+    if not 0 < call_time[0] <= call_time[1]:
+        raise ValueError(f"call_time must be (low, high) with 0 < low <= high, got {call_time}")
+    windows = math.floor(duration / window + EPSILON)
+
+    async def main() -> RateLimitResult:
+        t0 = trio.current_time()
+        service = _RateLimitedService(t0, quota, window, call_time)
+        held: list[float] = []
+
+        def hook(event: RetryEvent) -> None:
+            if event.kind == "cooldown":
+                held.append(event.wait)
+
+        transport = AsyncRetryTransport(
+            service,
+            policy=policy,
+            budget=budget() if budget is not None else None,
+            hooks=hook,
+            rng=random.Random(f"ratelimit:{seed}:jitter"),
+        )
+        latencies: list[float] = []
+        failures: dict[str, int] = {}
+        started = [0]
+
+        async def request(client: httpx.AsyncClient, rng: random.Random) -> None:
+            began = trio.current_time()
+            started[0] += 1
+            try:
+                response = await client.get(_URL, extensions={"sim_rng": rng})
+            except CooldownErrorBase as exc:  # a reset longer than max_retry_after
+                info = retry_info(exc)
+                reason = info.stop_reason.value if info is not None else type(exc).__name__
+                failures[reason] = failures.get(reason, 0) + 1
+                return
+            if response.status_code == 200:
+                latencies.append(trio.current_time() - began)
+                return
+            info = retry_info(response)
+            reason = info.stop_reason.value if info is not None else str(response.status_code)
+            failures[reason] = failures.get(reason, 0) + 1
+
+        async def caller(client: httpx.AsyncClient, k: int) -> None:
+            rng = random.Random(f"ratelimit:{seed}:{k}")
+            await trio.sleep(rng.uniform(0.0, _START_SPREAD))
+            while trio.current_time() - t0 < duration - EPSILON:
+                await request(client, rng)
+
+        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
+            async with trio.open_nursery() as nursery:
+                for k in range(1, callers + 1):
+                    nursery.start_soon(caller, client, k)
+        return RateLimitResult(
+            policy=policy,
+            budgeted=transport.budget is not None,
+            seed=seed,
+            callers=callers,
+            quota=quota,
+            window=window,
+            duration=duration,
+            call_time=call_time,
+            requests=started[0],
+            completed=len(latencies),
+            failures=tuple(sorted(failures.items())),
+            attempts=service.attempts,
+            rejected=sum(service.rejected.values()),
+            held=len(held),
+            held_time=sum(held),
+            completed_per_window=tuple(service.ok.get(i, 0) for i in range(windows)),
+            rejected_per_window=tuple(service.rejected.get(i, 0) for i in range(windows)),
+            latency=Distribution.of(latencies),
+        )
+
+    return run_virtual(main)
