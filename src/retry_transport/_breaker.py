@@ -46,6 +46,9 @@ _BUCKETS: Final = 10
 #: refuses it (seconds until a probe may go, 0.0 while every probe slot is taken).
 Admission = float | None
 
+_NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answer
+_PASS: Final[tuple[Admission, bool, list[str]]] = (None, False, _NO_TRANSITIONS)
+
 
 def _number(name: str, value: object, *, low: float, high: float = math.inf,
             open_low: bool = False) -> float:
@@ -190,12 +193,12 @@ class CircuitBreaker:
         verdict must come back through :meth:`record` or :meth:`release`)."""
         entry = self._origins.get(origin)
         if entry is None or entry.state == "closed":
-            return None, False, []  # the usual case: no lock, nothing to count yet
+            return _PASS  # the usual case: no lock, nothing to count yet
         now = self.clock()
         transitions: list[str] = []
         with self._lock:
             if entry.state == "closed":  # type: ignore[comparison-overlap]  # another thread
-                return None, False, []
+                return _PASS
             if entry.state == "open":
                 if now < entry.opened_until:
                     return entry.opened_until - now, False, []
@@ -214,6 +217,16 @@ class CircuitBreaker:
         now = self.clock()
         with self._lock:
             entry = self._origins.get(origin)
+            if (
+                entry is not None
+                and not failure
+                and not probe
+                and entry.state == "closed"
+                and entry.index == int(now // self._bucket)
+            ):  # the usual case, kept short: one more success in the current bucket
+                entry.now_outcomes += 1
+                entry.outcomes += 1
+                return _NO_TRANSITIONS
             if entry is None:
                 entry = self._origins[origin] = _Origin(self.break_duration)
             if probe:

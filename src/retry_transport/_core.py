@@ -739,7 +739,9 @@ class RetryCall:
         origin = self._origin_key
         if origin is None:
             origin = self._origin_key = _origin(self.request.url)
-        probe, self._probe = self._probe, False
+        probe = self._probe
+        if probe:
+            self._probe = False
         if failure is None:
             if probe:
                 breaker.release(origin)
