@@ -47,7 +47,7 @@ _BUCKETS: Final = 10
 Admission = float | None
 
 _NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answer
-_PASS: Final[tuple[Admission, bool, list[str]]] = (None, False, _NO_TRANSITIONS)
+_PASS: Final[tuple[Admission, int, list[str]]] = (None, 0, _NO_TRANSITIONS)
 
 
 def _number(name: str, value: object, *, low: float, high: float = math.inf,
@@ -73,13 +73,16 @@ class _Origin:
     """One origin's state. Guarded by the breaker's lock."""
 
     __slots__ = ("break_for", "failures", "index", "now_failures", "now_outcomes",
-                 "opened_until", "outcomes", "probes", "ring", "state")
+                 "opened_until", "outcomes", "period", "probes", "ring", "state")
 
     def __init__(self, break_for: float) -> None:
         self.state: BreakerState = "closed"
         self.opened_until = 0.0
         self.break_for = break_for  # the next break's length: doubles after a failed probe
         self.probes = 0  # probes in flight (half-open)
+        # Counts the half-open periods: a probe belongs to the period that admitted it, and
+        # one that outlives it (the breaker opened again meanwhile) decides nothing.
+        self.period = 0
         # The sliding window: the current bucket's counts, the older buckets in a ring
         # (index, outcomes, failures), and the totals over all of them.
         self.index = -1
@@ -186,11 +189,12 @@ class CircuitBreaker:
 
     # -- what the core asks ----------------------------------------------------------------
 
-    def admit(self, origin: str) -> tuple[Admission, bool, list[str]]:
+    def admit(self, origin: str) -> tuple[Admission, int, list[str]]:
         """May a request to ``origin`` be sent now? Returns (refusal, probe, transitions):
         ``refusal`` is ``None`` to let it through, else the seconds until a probe may go
-        (0.0 while every probe slot is taken); ``probe`` says it goes as a probe (its
-        verdict must come back through :meth:`record` or :meth:`release`)."""
+        (0.0 while every probe slot is taken); ``probe`` is 0, or the half-open period the
+        request goes through as a probe of (its verdict must come back through
+        :meth:`record` or :meth:`release`, with that number)."""
         entry = self._origins.get(origin)
         if entry is None or entry.state == "closed":
             return _PASS  # the usual case: no lock, nothing to count yet
@@ -201,19 +205,21 @@ class CircuitBreaker:
                 return _PASS
             if entry.state == "open":
                 if now < entry.opened_until:
-                    return entry.opened_until - now, False, []
+                    return entry.opened_until - now, 0, []
                 entry.state = "half_open"
+                entry.period += 1
                 entry.probes = 0
                 entry.fresh_window()
                 transitions.append("breaker_half_open")
             if entry.probes >= self.half_open_probes:
-                return 0.0, False, transitions
+                return 0.0, 0, transitions
             entry.probes += 1
-            return None, True, transitions
+            return None, entry.period, transitions
 
-    def record(self, origin: str, failure: bool, probe: bool) -> list[str]:
-        """An attempt's verdict: ``failure`` (the dependency looked unhealthy) or not.
-        Returns the transitions it caused (``breaker_open``, ``breaker_close``)."""
+    def record(self, origin: str, failure: bool, probe: int = 0) -> list[str]:
+        """An attempt's verdict: ``failure`` (the dependency looked unhealthy) or not;
+        ``probe``: what :meth:`admit` said. Returns the transitions it caused
+        (``breaker_open``, ``breaker_close``)."""
         now = self.clock()
         with self._lock:
             entry = self._origins.get(origin)
@@ -230,7 +236,10 @@ class CircuitBreaker:
             if entry is None:
                 entry = self._origins[origin] = _Origin(self.break_duration)
             if probe:
-                entry.probes = max(0, entry.probes - 1)
+                if probe == entry.period and entry.state == "half_open":
+                    entry.probes = max(0, entry.probes - 1)
+                else:
+                    probe = 0  # it outlived its half-open period: an ordinary outcome
             if entry.state == "half_open":
                 if not probe:
                     return []  # a request admitted before the breaker opened
@@ -252,11 +261,17 @@ class CircuitBreaker:
                 return ["breaker_open"]
             return []
 
-    def release(self, origin: str) -> None:
-        """A probe ended without a verdict: free its slot."""
+    def release(self, origin: str, probe: int | None = None) -> None:
+        """A probe (of the half-open period ``probe``, default: the current one) ended
+        without a verdict: free its slot, unless that period is over."""
         with self._lock:
             entry = self._origins.get(origin)
-            if entry is not None and entry.probes > 0:
+            if (
+                entry is not None
+                and entry.state == "half_open"
+                and (probe is None or entry.period == probe)
+                and entry.probes > 0
+            ):
                 entry.probes -= 1
 
     def is_open(self, origin: str | None) -> bool:

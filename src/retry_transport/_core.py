@@ -609,7 +609,7 @@ class RetryCall:
                 self.breaker = None
         self.policy = policy
         self._origin_key: str | None = None  # the origin, once a breaker needs it
-        self._probe = False  # this attempt goes through a half-open breaker as its probe
+        self._probe = 0  # the half-open period this attempt is a probe of (0: no probe)
         self._refused: BaseException | None = None
         if controller.contact is not None or controller.auto_idempotency_key:
             controller.prepare(request, policy)
@@ -741,10 +741,10 @@ class RetryCall:
             origin = self._origin_key = _origin(self.request.url)
         probe = self._probe
         if probe:
-            self._probe = False
+            self._probe = 0
         if failure is None:
             if probe:
-                breaker.release(origin)
+                breaker.release(origin, probe)
             return
         transitions = breaker.record(origin, failure, probe)
         if transitions:
