@@ -229,6 +229,7 @@ class CircuitBreaker:
                 and not probe
                 and entry.state == "closed"
                 and entry.index == int(now // self._bucket)
+                and entry.outcomes + 1 != self.min_requests  # the one success that may open
             ):  # the usual case, kept short: one more success in the current bucket
                 entry.now_outcomes += 1
                 entry.outcomes += 1
@@ -255,7 +256,8 @@ class CircuitBreaker:
             self._count(entry, now, failure)
             if (
                 entry.outcomes >= self.min_requests
-                and entry.failures >= self.failure_ratio * entry.outcomes
+                # a quotient, not failure_ratio * outcomes: 0.28 * 25 is 7.000000000000001
+                and entry.failures / entry.outcomes >= self.failure_ratio
             ):
                 self._open(entry, now, entry.break_for)
                 return ["breaker_open"]
@@ -300,7 +302,9 @@ class CircuitBreaker:
                 entry.ring.append((entry.index, entry.now_outcomes, entry.now_failures))
             entry.index = index
             entry.now_outcomes = entry.now_failures = 0
-            oldest = index - _BUCKETS + 1
+            # The current bucket and the _BUCKETS before it: an outcome counts for at least
+            # ``window`` seconds, and at most one bucket longer.
+            oldest = index - _BUCKETS
             ring = entry.ring
             while ring and ring[0][0] < oldest:
                 _, outcomes, failures = ring.popleft()

@@ -441,8 +441,8 @@ class Controller:
             return
         if info.retries > 0:
             level = logging.ERROR
-        elif reason is DISABLED:
-            level = logging.DEBUG
+        elif reason is DISABLED or (reason is CIRCUIT_OPEN and info.attempts == 0):
+            level = logging.DEBUG  # refused by an open breaker: its transition was logged
         else:
             level = logging.WARNING
         log = logger.isEnabledFor(level)
