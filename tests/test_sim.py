@@ -1,7 +1,8 @@
 """The storm simulator: the published retry-storm figures, reproduced through the real transport.
 
-Every scenario runs in trio's virtual time, so nothing here sleeps; the slowest test (1,000
-seeded storm runs) takes about two seconds of CPU.
+Every scenario runs in trio's virtual time, so nothing here sleeps. Most tests take well
+under a second of CPU; the distributions, the long outage with a breaker at 100 requests/s
+and the command's outage table a few seconds each; the 20,000-run median the longest.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ import random
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from retry_transport import RetryBudget, RetryPolicy
+from retry_transport import CircuitBreaker, RetryBudget, RetryPolicy
 from retry_transport.sim import (
+    LONG_OUTAGE,
     REPRESENTATIVE_PATTERN,
     REPRESENTATIVE_SEED,
     STEPS,
+    OutageResult,
     Reply,
     StormResult,
     find_seed,
@@ -276,6 +280,82 @@ def test_outage_is_reproducible() -> None:
     assert first != run_outage(seed=4, rate=50.0, duration=4.0, outage=(0.0, 2.0))
 
 
+def test_outage_with_a_breaker_is_reproducible() -> None:
+    scenario: dict[str, Any] = {
+        "rate": 50.0, "duration": 30.0, "outage": (0.0, 20.0), "breaker": CircuitBreaker
+    }
+    first = run_outage(seed=3, **scenario)
+    assert first == run_outage(seed=3, **scenario)
+    assert first != run_outage(seed=4, **scenario)
+    assert first.breaker and first.refused > 0 and first.breaker_transitions
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.refused = 0  # type: ignore[misc]
+
+
+def _breaks(result: OutageResult) -> list[float]:
+    opened, half_open = result.breaker_times("open"), result.breaker_times("half_open")
+    # A break ends at the first request after it (Poisson arrivals: milliseconds later).
+    return [round(h - o) for o, h in zip(opened, half_open, strict=False)]
+
+
+def test_the_breaker_meets_its_goal_in_the_long_outage() -> None:
+    """The command's breaker row: 120 s of 503 at 100 requests/s, budget + CircuitBreaker().
+
+    Goal: attempts reaching the service during the outage <= 2% of the requests arriving in
+    it, and the application sees the service again within max_break_duration (60 s)."""
+    result = run_outage(**LONG_OUTAGE, breaker=CircuitBreaker)
+    assert (result.duration, result.outage) == (150.0, (0.0, 120.0))
+    assert result.budgeted and result.breaker
+    assert 11_500 < result.outage_requests < 12_500
+    assert result.attempts_in_outage <= 0.02 * result.outage_requests
+    assert result.outage_load <= 0.02
+    limit = CircuitBreaker().max_break_duration
+    assert 0 < result.first_success_delay <= limit
+    assert 0 < result.recovery_time <= limit
+    # Cold start: the window fills with 20 failures within a fraction of a second; then
+    # each failed probe doubles the break up to the 60 s cap, and a probe after the outage
+    # closes it. Every other attempt in the outage came before it opened.
+    opened = result.breaker_times("open")
+    assert opened[0] < 1.0
+    assert _breaks(result) == [5, 10, 20, 40, 60]
+    (closed,) = result.breaker_times("close")
+    assert closed == pytest.approx(result.first_success_at)
+    probes = len(result.breaker_times("half_open"))
+    assert result.attempts_in_outage - (probes - 1) == sum(result.attempts_per_second[:1])
+    # The price: every request from the start to the first success failed, nearly all of
+    # them fast; after it, none did.
+    assert result.refused > 0.95 * result.failed
+    assert result.failed > result.outage_requests
+    assert result.last_failure_at is not None and result.first_success_at is not None
+    assert result.last_failure_at <= result.first_success_at + 0.1
+    assert sum(result.failed_per_second[math.ceil(result.first_success_at) + 1 :]) == 0
+    assert sum(result.attempts_per_second) == result.attempts
+
+
+def test_the_breaker_trades_load_for_failed_fast_requests() -> None:
+    """The three rows of the command at a tenth of the traffic: the ordering of the
+    trade-off (load shed against requests failed and recovery delay)."""
+    scenario = {**LONG_OUTAGE, "rate": 10.0}
+    plain = run_outage(budget=None, **scenario)
+    budget = run_outage(budget=RetryBudget, **scenario)
+    breaker = run_outage(budget=RetryBudget, breaker=CircuitBreaker, **scenario)
+    assert plain.outage_requests == budget.outage_requests == breaker.outage_requests > 1000
+    # Load: retries triple it without a budget; the budget holds it near 1x (its 100
+    # retries are a tenth of the requests here); the breaker sheds nearly all of it.
+    assert plain.outage_load > 2.9
+    assert 1.0 <= budget.outage_load < 1.15
+    assert breaker.attempts_in_outage < 0.05 * breaker.outage_requests
+    # The price: more requests fail (those that arrive after the service is back, until
+    # a probe finds it), all but a few fast, and the first success comes later.
+    assert breaker.failed > budget.failed >= plain.failed
+    assert plain.refused == budget.refused == 0 < breaker.refused
+    assert max(plain.first_success_delay, budget.first_success_delay) < 1.0
+    assert 1.0 < breaker.first_success_delay <= CircuitBreaker().max_break_duration
+    assert max(plain.recovery_time, budget.recovery_time) < 1.0 < breaker.recovery_time
+    for result in (plain, budget):
+        assert not result.breaker and result.breaker_transitions == ()
+
+
 # -- the rate-limited API ------------------------------------------------------------------
 
 UNPACED = RetryPolicy(respect_rate_limits=False)
@@ -388,6 +468,52 @@ def test_command_prints_the_rate_limit_table(capsys: pytest.CaptureFixture[str])
     assert "Rate-limited API" not in capsys.readouterr().out
 
 
+SMALL_OUTAGE: dict[str, Any] = {"duration": 60.0, "outage": (0.0, 30.0), "rate": 20.0}
+
+
+def test_command_prints_the_outage_table(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import retry_transport.sim.__main__ as command
+
+    monkeypatch.setattr(command, "LONG_OUTAGE", SMALL_OUTAGE)  # the table's form, faster
+    args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-rate-limit"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Sustained outage: Poisson arrivals, 20 requests/s for 60 s" in out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("configuration"))
+    configs: list[tuple[str, dict[str, Any]]] = [
+        ("no budget, no breaker", {"budget": None}),
+        ("RetryBudget()", {}),
+        ("RetryBudget() + CircuitBreaker()", {"breaker": CircuitBreaker}),
+    ]
+    results = [run_outage(**SMALL_OUTAGE, **kwargs) for _, kwargs in configs]
+    for line, (label, _), result in zip(lines[header + 1 :], configs, results, strict=False):
+        assert line.startswith(label + "  ")
+        cells = line[len(label) :].split()
+        assert cells[:2] + cells[3:5] == [
+            f"{result.outage_requests:,}",
+            f"{result.attempts_in_outage:,}",
+            f"{result.failed:,}",
+            f"{result.refused:,}",
+        ]
+        assert float(cells[2].removesuffix("%")) == pytest.approx(
+            100 * result.outage_load, abs=0.05
+        )
+        assert cells[5:] == [
+            f"{result.first_success_delay:.2f}", "s", f"{result.recovery_time:.2f}", "s"
+        ]
+    assert "the breaker opened at" in out and "breaks of 5, 10, 20 s" in out
+    assert "The breaker's trade-off:" in out
+    # At 20 requests/s the breaker's ~25 attempts are over 2% of the outage's requests.
+    breaker = results[2]
+    summary = " ".join(out[out.index("The breaker's trade-off:") :].split())
+    assert f"of its requests: {100 * breaker.outage_load:.2f}%, NOT met;" in summary
+    delay = max(breaker.first_success_delay, breaker.recovery_time)
+    assert f"recovery <= max_break_duration (60 s): {delay:.2f} s, met." in summary
+
+
 def test_command_runs_your_policy(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--max-attempts", "4", "--jitter", "decorrelated", "--base-delay", "0.05"]
     assert main([*args, "--runs", "30", "--seed", "2", "--workers", "1"]) == 0
@@ -450,6 +576,30 @@ def test_plot_draws_a_file(tmp_path: Path) -> None:
     path = tmp_path / "frames.png"
     plot_runs([("step 1", _run(0)), ("step 4", _run(3, REPRESENTATIVE_SEED))], str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_draws_the_outage_panels(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from retry_transport.sim import plot_runs
+
+    rows = [
+        ("no budget, no breaker", run_outage(budget=None, **SMALL_OUTAGE)),
+        ("budget + breaker", run_outage(breaker=CircuitBreaker, **SMALL_OUTAGE)),
+    ]
+    path = tmp_path / "frames.png"
+    plot_runs([("step 1", _run(0))], str(path), outage=rows)
+    with_outage = path.read_bytes()
+    assert with_outage[:8] == b"\x89PNG\r\n\x1a\n"
+    plot_runs([("step 1", _run(0))], str(path))
+    assert len(path.read_bytes()) < len(with_outage)
+
+
+def test_outage_counts_per_second_add_up() -> None:
+    result = run_outage(breaker=CircuitBreaker, **SMALL_OUTAGE)
+    assert sum(result.attempts_per_second) == result.attempts
+    assert sum(result.failed_per_second) == result.failed
+    assert sum(result.attempts_per_second[:30]) == result.attempts_in_outage
+    assert result.first_success_at is not None and result.first_success_at >= 30.0
 
 
 def test_recovery_time_is_the_last_success() -> None:

@@ -43,9 +43,17 @@ The storm model (:func:`run_storm`), made precise:
   client has its own transport and sends one request, and a cooldown only holds a
   transport's *new* requests, never a retry.
 
-The sustained-outage model (:func:`run_outage`) and the rate-limited API model
-(:func:`run_rate_limited`: callers against a fixed-window quota, with and without pacing by
-its rate-limit headers) are described in their docstrings.
+The sustained-outage model (:func:`run_outage`: steady traffic through one client while the
+service answers 503, with or without a retry budget and a circuit breaker; ``LONG_OUTAGE``
+is the two-minute outage the command measures the breaker in) and the rate-limited API
+model (:func:`run_rate_limited`: callers against a fixed-window quota, with and without
+pacing by its rate-limit headers) are described in their docstrings::
+
+    from retry_transport import CircuitBreaker
+    from retry_transport.sim import LONG_OUTAGE, run_outage
+
+    run = run_outage(**LONG_OUTAGE, breaker=CircuitBreaker)  # budget + breaker
+    run.attempts_in_outage, run.outage_load, run.failed, run.first_success_delay
 """
 
 try:
@@ -57,7 +65,7 @@ except ImportError:  # pragma: no cover - trio comes with the dev extra
     ) from None
 
 from ._dist import storm_stats
-from ._outage import run_outage
+from ._outage import LONG_OUTAGE, BreakerFactory, run_outage
 from ._plot import plot_runs
 from ._ratelimit import run_rate_limited
 from ._results import (
@@ -86,10 +94,12 @@ del _trio
 
 __all__ = [
     "COMPARISONS",
+    "LONG_OUTAGE",
     "REPRESENTATIVE_PATTERN",
     "REPRESENTATIVE_SEED",
     "STEPS",
     "UNCAPPED",
+    "BreakerFactory",
     "BudgetFactory",
     "Call",
     "ClientResult",

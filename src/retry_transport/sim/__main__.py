@@ -1,9 +1,10 @@
 """``python -m retry_transport.sim``: the classic retry-storm table, measured, and more.
 
 Without policy options it prints the storm's four steps as measured, the step-4 distribution,
-a comparison of jitters and of the library's defaults, a sustained outage with and without a
-retry budget, and callers against a rate-limited API with and without pacing by its
-rate-limit headers. With policy options it runs that policy instead.
+a comparison of jitters and of the library's defaults, a two-minute outage with neither a
+retry budget nor a circuit breaker, with the budget, and with both, and callers against a
+rate-limited API with and without pacing by its rate-limit headers. With policy options it
+runs that policy instead.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, Final, cast, get_args
 
+from .._breaker import CircuitBreaker
 from .._budget import RetryBudget
 from .._policy import Jitter, RetryPolicy
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
+from ._outage import LONG_OUTAGE
 from ._ratelimit import run_rate_limited
 from ._report import (
     describe_policy,
+    outage_summary,
     outage_table,
     rate_limit_table,
     run_table,
@@ -66,9 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="draw the runs' frames into a .png, .svg or .pdf file (matplotlib: the plot extra)",
+        help="draw the runs' frames, and the outage's load and failures per second, into a "
+        ".png, .svg or .pdf file (matplotlib: the plot extra)",
     )
-    parser.add_argument("--no-outage", action="store_true", help="skip the outage scenario")
+    parser.add_argument(
+        "--no-outage", action="store_true", help="skip the outage scenario (budget and breaker)"
+    )
     parser.add_argument(
         "--no-rate-limit",
         action="store_true",
@@ -121,7 +128,10 @@ def _parser() -> argparse.ArgumentParser:
         help="attempts start only before this time (default 2)",
     )
     scenario.add_argument(
-        "--outage", action="store_true", help="also run the sustained outage with your policy"
+        "--outage",
+        action="store_true",
+        help="also run the sustained outage with your policy (no budget, budget, budget + "
+        "breaker)",
     )
     return parser
 
@@ -144,26 +154,46 @@ def _scenario(clients: int, capacity: int | None, call_time: float, duration: fl
 def _outage_intro(result: OutageResult) -> str:
     start, end = result.outage
     low, high = result.call_time
-    return (
+    text = (
         f"Sustained outage: Poisson arrivals, {result.rate:g} requests/s for "
-        f"{result.duration:g} s, through one AsyncClient and one\nAsyncRetryTransport. The "
+        f"{result.duration:g} s, through one AsyncClient and one AsyncRetryTransport. The "
         f"service answers 503 (no Retry-After) to attempts starting in [{start:g}, {end:g}) s, "
-        f"200 otherwise;\neach call takes {low * 1000:g}-{high * 1000:g} ms. "
-        f"Policy: {describe_policy(result.policy)}.\nAmplification: attempts per request, for "
-        "the requests that arrived during the outage."
+        f"200 otherwise; each call takes {low * 1000:g}-{high * 1000:g} ms. Policy: "
+        f"{describe_policy(result.policy)}; seed {result.seed} for every run. attempts in "
+        "outage: attempts that reached the service during it (each answered 503), also as a "
+        "share of the requests that arrived in it; failed: requests that ended in a 503 or a "
+        "CircuitOpenError (failed fast: the breaker refused the request or its retry, "
+        f"nothing sent); first success / last failure after: from the service's return at "
+        f"{end:g} s to the first success the application saw, and to its last failure."
     )
+    return textwrap.fill(text, width=112)
+
+
+#: The outage's configurations: (label, run_outage keyword arguments, progress weight).
+_OUTAGE_CONFIGS: Final[tuple[tuple[str, dict[str, Any], int], ...]] = (
+    ("no budget, no breaker", {"budget": None}, 2800),
+    ("RetryBudget()", {"budget": RetryBudget}, 1400),
+    ("RetryBudget() + CircuitBreaker()", {"budget": RetryBudget, "breaker": CircuitBreaker},
+     800),
+)
 
 
 def _outage_jobs(policy: RetryPolicy) -> list[Job]:
     return [
-        outage_job(policy=policy, budget=RetryBudget),
-        outage_job(policy=policy, budget=None),
+        outage_job(weight, policy=policy, **LONG_OUTAGE, **kwargs)
+        for _, kwargs, weight in _OUTAGE_CONFIGS
     ]
 
 
 def _outage_rows(results: Sequence[Any]) -> list[tuple[str, OutageResult]]:
-    with_budget, without = cast("tuple[OutageResult, OutageResult]", tuple(results))
-    return [("RetryBudget()", with_budget), ("None", without)]
+    runs = cast("list[OutageResult]", list(results))
+    return [(label, run) for (label, _, _), run in zip(_OUTAGE_CONFIGS, runs, strict=True)]
+
+
+def _outage_section(rows: list[tuple[str, OutageResult]], out: list[str]) -> None:
+    out.append(_outage_intro(rows[0][1]))
+    out.append(outage_table(rows))
+    out.append(outage_summary(rows))
 
 
 def _rate_limit_intro(result: RateLimitResult) -> str:
@@ -205,7 +235,10 @@ def _rate_limit_rows(results: Sequence[Any]) -> list[tuple[str, RateLimitResult]
     return [("True (pacing)", paced), ("False", unpaced)]
 
 
-def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormResult]]:
+_Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
+
+
+def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     step4 = STEPS[3]
     compare_runs = min(args.compare_runs, args.runs)
     specs = [step4.spec()] + [StormSpec(c.policy, budget=c.budget) for c in COMPARISONS[1:]]
@@ -254,22 +287,22 @@ def _default(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormR
         + ("the runs are identical with and without it." if same else "some runs differ.")
     )
     extra = len(specs)
+    outage_rows: list[tuple[str, OutageResult]] = []
     if not args.no_outage:
         out.append("")
-        outage_rows = _outage_rows(results[extra : extra + 2])
-        extra += 2
-        out.append(_outage_intro(outage_rows[0][1]))
-        out.append(outage_table(outage_rows))
+        outage_rows = _outage_rows(results[extra : extra + len(_OUTAGE_CONFIGS)])
+        extra += len(_OUTAGE_CONFIGS)
+        _outage_section(outage_rows, out)
     if not args.no_rate_limit:
         out.append("")
         rate_rows = _rate_limit_rows(results[extra : extra + 2])
         out.append(_rate_limit_intro(rate_rows[0][1]))
         out.append(rate_limit_table(rate_rows))
         out.append(_rate_limit_summary(rate_rows))
-    return [(f"step {s.number}", run) for s, run in steps]
+    return [(f"step {s.number}", run) for s, run in steps], outage_rows
 
 
-def _custom(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormResult]]:
+def _custom(args: argparse.Namespace, out: list[str]) -> _Frames:
     fields = {name: getattr(args, name) for name in _POLICY_OPTIONS}
     fields = {name: value for name, value in fields.items() if value is not None}
     policy = RetryPolicy().replace(**fields)
@@ -301,12 +334,12 @@ def _custom(args: argparse.Namespace, out: list[str]) -> list[tuple[str, StormRe
     out.append(run_table(run))
     out.append("")
     out.append(stats_lines(stats).replace("over", "Over", 1))
+    outage_rows: list[tuple[str, OutageResult]] = []
     if args.outage:
         out.append("")
         outage_rows = _outage_rows(results[1:])
-        out.append(_outage_intro(outage_rows[0][1]))
-        out.append(outage_table(outage_rows))
-    return [(f"your policy, seed {run.seed}", run)]
+        _outage_section(outage_rows, out)
+    return [(f"your policy, seed {run.seed}", run)], outage_rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -331,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     out: list[str] = []
     try:
-        frames = _custom(args, out) if custom else _default(args, out)
+        frames, outage_rows = _custom(args, out) if custom else _default(args, out)
     except ValueError as exc:
         parser.error(str(exc))
     elapsed = time.perf_counter() - started
@@ -341,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         from ._plot import plot_runs
 
-        plot_runs(frames, args.plot)
+        plot_runs(frames, args.plot, outage=outage_rows)
         print(f"Frames drawn in {args.plot}")
     return 0
 

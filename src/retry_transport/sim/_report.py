@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from collections.abc import Sequence
 
+from .._breaker import CircuitBreaker
 from .._policy import RetryPolicy
 from ._results import OutageResult, RateLimitResult, StormResult, StormStats
 from ._steps import UNCAPPED, Step
 
 __all__ = [
     "describe_policy",
+    "outage_summary",
     "outage_table",
     "rate_limit_table",
     "run_table",
@@ -207,38 +211,116 @@ def run_table(run: StormResult) -> str:
     )
 
 
+def _share(share: float) -> str:
+    """A percentage with two decimals below 10% (a breaker's load is a fraction of one)."""
+    if math.isnan(share):
+        return "-"
+    return f"{100 * share:.2f}%" if share < 0.1 else f"{100 * share:.1f}%"
+
+
+def _breaker_note(r: OutageResult) -> str:
+    """When the breaker opened, how long its breaks lasted, and when it closed."""
+    opened = r.breaker_times("open")
+    if not opened:
+        return "the breaker never opened"
+    # Each break ends when the breaker goes half-open (and a probe goes out).
+    breaks = [h - o for o, h in zip(opened, r.breaker_times("half_open"), strict=False)]
+    closed = [t for t in r.breaker_times("close") if t >= r.outage[1]]
+    probes = len(breaks)
+    text = f"the breaker opened at {_seconds(opened[0])}"
+    if breaks:
+        lengths = ", ".join(f"{b:.0f}" for b in breaks)
+        text += f"; breaks of {lengths} s, each ended by a probe ({probes} in all"
+        text += ", the last one answered 200)" if closed else ")"
+    return text + (f"; closed at {_seconds(closed[0])}" if closed else "; open at the end")
+
+
+def _budget_note(r: OutageResult) -> str:
+    if r.first_budget_refusal_at is None:
+        low = r.budget_tokens_min
+        return "the budget never refused a retry" + (
+            f" (lowest {low:.0f} tokens)" if low is not None else ""
+        )
+    return (
+        f"the budget first refused a retry at {_seconds(r.first_budget_refusal_at)}, was full "
+        f"again at {_seconds(r.budget_refilled_at, 1)}"
+    )
+
+
 def outage_table(rows: Sequence[tuple[str, OutageResult]]) -> str:
-    """One row per budget setting of the outage scenario."""
+    """One row per configuration of the outage scenario: the load the outage met, the
+    failures the application saw, and how long after the outage it saw them end; then a
+    line per configuration on its budget and breaker."""
     body = []
+    notes = []
     for label, r in rows:
-        if r.budgeted:
-            budget = (
-                f"first refusal at {_seconds(r.first_budget_refusal_at)}, "
-                f"full again at {_seconds(r.budget_refilled_at, 1)}"
-            )
-        else:
-            budget = "-"
         body.append(
             [
                 label,
                 f"{r.outage_requests:,}",
-                f"{r.outage_attempts:,}",
-                f"{r.amplification:.3f}x",
+                f"{r.attempts_in_outage:,}",
+                _share(r.outage_load),
                 f"{r.failed:,}",
-                _seconds(r.recovery_time, 3),
-                budget,
+                f"{r.refused:,}",
+                _seconds(r.first_success_delay, 2),
+                _seconds(r.recovery_time, 2),
             ]
         )
+        parts = ([_breaker_note(r)] if r.breaker else []) + (
+            [_budget_note(r)] if r.budgeted else []
+        )
+        if parts:
+            notes.append(_fill(f"{label}: " + "; ".join(parts) + ".", "    "))
     header = [
-        "budget",
+        "configuration",
         "requests in outage",
-        "their attempts",
-        "amplification",
+        "attempts in outage",
+        "of requests",
         "failed",
-        "recovered (last failure) after",
-        "budget",
+        "failed fast",
+        "first success after",
+        "last failure after",
     ]
-    return table(header, body, right=[1, 2, 3, 4])
+    return "\n".join([table(header, body, right=[1, 2, 3, 4, 5, 6, 7]), *notes])
+
+
+def outage_summary(rows: Sequence[tuple[str, OutageResult]], goal_share: float = 0.02) -> str:
+    """The trade-off between the budget alone and budget + breaker, and the breaker's goal:
+    at most ``goal_share`` of the outage's requests reach the service, and the recovery
+    within the default ``max_break_duration``. Empty unless both rows are there."""
+    budget = next((r for _, r in rows if r.budgeted and not r.breaker), None)
+    breaker = next((r for _, r in rows if r.breaker), None)
+    if budget is None or breaker is None:
+        return ""
+    plain = next((r for _, r in rows if not r.budgeted and not r.breaker), None)
+    limit = CircuitBreaker().max_break_duration
+    shed = 1 - breaker.attempts_in_outage / budget.attempts_in_outage
+    against = f" and {plain.attempts_in_outage:,} with neither" if plain is not None else ""
+    first, last = breaker.first_success_delay, breaker.recovery_time
+    share_met = breaker.outage_load <= goal_share
+    delay_met = not math.isnan(first) and max(first, last) <= limit
+    text = (
+        f"The breaker's trade-off: {breaker.attempts_in_outage:,} attempts met the outage "
+        f"instead of {budget.attempts_in_outage:,} with the budget alone{against} "
+        f"({_share(shed)} of the budget's load shed). The price: {breaker.failed:,} failed "
+        f"requests instead of {budget.failed:,} ({breaker.failed - budget.failed:+,}: the "
+        f"breaker still refuses after the service is back, until a probe finds it), "
+        f"{breaker.refused:,} of them failed fast (never sent), and the application's first "
+        f"success {_seconds(first)} after the service was back instead of "
+        f"{_seconds(budget.first_success_delay)} (its last failure: {_seconds(last)} after). "
+        f"Goal: attempts in the outage <= "
+        f"{_share(goal_share)} of its requests: {_share(breaker.outage_load)}, "
+        f"{'met' if share_met else 'NOT met'}; recovery <= max_break_duration "
+        f"({limit:g} s): {_seconds(max(first, last))}, {'met' if delay_met else 'NOT met'}."
+    )
+    return _fill(text, "  ")
+
+
+def _fill(text: str, indent: str) -> str:
+    """Wrap at 110 columns after two spaces, never between a number and its unit."""
+    text = re.sub(r"(\d) (s|tokens)\b", "\\1\xa0\\2", text)
+    wrapped = textwrap.fill(text, width=110, initial_indent="  ", subsequent_indent=indent)
+    return wrapped.replace("\xa0", " ")
 
 
 def rate_limit_table(rows: Sequence[tuple[str, RateLimitResult]]) -> str:

@@ -272,6 +272,7 @@ class OutageResult:
     Attributes:
         policy: the client's retry policy.
         budgeted: whether the client had a retry budget.
+        breaker: whether the client had a circuit breaker.
         seed: the run's seed.
         rate: mean arrivals per second (Poisson).
         duration: seconds of arrivals.
@@ -281,15 +282,29 @@ class OutageResult:
         outage_requests: requests that arrived during the outage.
         outage_attempts: attempts those requests made (retries included, whenever sent).
         attempts: attempts in all.
-        failed: requests that ended in failure (the application saw a 503).
+        failed: requests that ended in failure (the application saw a 503 or a
+            ``CircuitOpenError``).
         last_failure_at: when the last failed request ended, or ``None``.
         budget_tokens_min: the fewest tokens the budget held (``None`` without a budget).
         budget_refilled_at: when the budget was full again after the outage, or ``None``.
         first_budget_refusal_at: when the budget first refused a retry, or ``None``.
+        attempts_in_outage: attempts that reached the service during the outage (started in
+            it, so answered 503), whichever request sent them: the load the outage met.
+        refused: requests the breaker failed fast (``CircuitOpenError``: the request, or its
+            next retry, was not sent). Included in ``failed``.
+        first_success_at: when the application first saw a success at or after the end of
+            the outage, or ``None`` if it never did within the run.
+        breaker_transitions: the breaker's state changes, in order, as ``(time, state)``
+            pairs with ``state`` ``"open"``, ``"half_open"`` or ``"close"`` (empty without
+            a breaker).
+        attempts_per_second: attempts that reached the service, per second of the run by
+            their start (entry ``i`` counts ``[i, i + 1)``), up to the last one.
+        failed_per_second: failures the application saw, per second by when they ended.
     """
 
     policy: RetryPolicy
     budgeted: bool
+    breaker: bool
     seed: int
     rate: float
     duration: float
@@ -304,6 +319,12 @@ class OutageResult:
     budget_tokens_min: float | None
     budget_refilled_at: float | None
     first_budget_refusal_at: float | None
+    attempts_in_outage: int
+    refused: int
+    first_success_at: float | None
+    breaker_transitions: tuple[tuple[float, str], ...]
+    attempts_per_second: tuple[int, ...]
+    failed_per_second: tuple[int, ...]
 
     @property
     def amplification(self) -> float:
@@ -311,11 +332,30 @@ class OutageResult:
         return self.outage_attempts / self.outage_requests if self.outage_requests else math.nan
 
     @property
+    def outage_load(self) -> float:
+        """Attempts that reached the service during the outage, per request arriving in it."""
+        if not self.outage_requests:
+            return math.nan
+        return self.attempts_in_outage / self.outage_requests
+
+    @property
     def recovery_time(self) -> float:
         """Seconds from the end of the outage to the last failure the application saw."""
         if self.last_failure_at is None:
             return 0.0
         return max(0.0, self.last_failure_at - self.outage[1])
+
+    @property
+    def first_success_delay(self) -> float:
+        """Seconds from the end of the outage to the first success the application saw
+        (``nan`` if none came within the run)."""
+        if self.first_success_at is None:
+            return math.nan
+        return self.first_success_at - self.outage[1]
+
+    def breaker_times(self, state: str) -> tuple[float, ...]:
+        """When the breaker went to ``state`` (``"open"``, ``"half_open"``, ``"close"``)."""
+        return tuple(t for t, s in self.breaker_transitions if s == state)
 
 
 @dataclass(frozen=True, slots=True)
