@@ -205,6 +205,33 @@ def _controller(
     )
 
 
+def _configure(
+    flavour: Flavour, transport: object, kwargs: Mapping[str, Any], *, sync: bool,
+    **options: Any,
+) -> tuple[Controller, Any]:
+    """What both drivers' constructors do: check every option, build the controller, and
+    check (or build) the inner transport of the flavour and the kind (sync or async)."""
+    policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
+    controller = _controller(
+        flavour=flavour, transport=transport, policy_fields=policy_fields, **options
+    )
+    base, build = (
+        (flavour.sync_base, flavour.sync_transport) if sync
+        else (flavour.async_base, flavour.async_transport)
+    )
+    if transport is None:
+        return controller, build(**_checked(transport_kwargs, flavour))
+    if not isinstance(transport, base):
+        other = "handle_async_request" if sync else "handle_request"
+        raise ValueError(
+            f"transport must be {'a sync' if sync else 'an'} {flavour.name}."
+            f"{base.__name__}, got {transport!r}"
+            + (f": use {'AsyncRetryTransport' if sync else 'RetryTransport'}"
+               if hasattr(transport, other) else "")
+        )
+    return controller, transport
+
+
 def _buffer(response: Response, limit: int, flavour: Flavour) -> bool:
     """Read the raw body into memory, up to ``limit`` bytes; True if it was all read.
 
@@ -363,35 +390,12 @@ class SyncRetry(_Common, Generic[_Sync]):
                 f"coroutine function {sleep!r}: it would never be awaited, so no wait would "
                 "happen (use AsyncRetryTransport with async code)"
             )
-        flavour = self._flavour
-        policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
-        self._controller = _controller(
-            flavour=flavour,
-            transport=transport,
-            policy=policy,
-            policy_fields=policy_fields,
-            budget=budget,
-            cooldown=cooldown,
-            breaker=breaker,
-            hooks=hooks,
-            rng=rng,
-            sleep=sleep,
-            clock=clock or time.monotonic,
-            wallclock=wallclock,
-            contact=contact,
+        self._controller, self._transport = _configure(
+            self._flavour, transport, kwargs, sync=True, policy=policy, budget=budget,
+            cooldown=cooldown, breaker=breaker, hooks=hooks, rng=rng, sleep=sleep,
+            clock=clock or time.monotonic, wallclock=wallclock, contact=contact,
             auto_idempotency_key=auto_idempotency_key,
         )
-        if transport is None:
-            inner: Any = flavour.sync_transport(**_checked(transport_kwargs, flavour))
-        elif not isinstance(transport, flavour.sync_base):
-            raise ValueError(
-                f"transport must be a sync {flavour.name}.BaseTransport, got {transport!r}"
-                + (": use AsyncRetryTransport" if hasattr(transport, "handle_async_request")
-                   else "")
-            )
-        else:
-            inner = transport
-        self._transport = inner
         self._sleep = sleep if sleep is not None else time.sleep
 
     def handle_request(self, request: Request) -> Response:
@@ -485,34 +489,12 @@ class AsyncRetry(_Common, Generic[_Async]):
         ``anyio.current_time`` (the event loop's clock, virtual under trio's
         ``MockClock``). Every other argument is as for ``RetryTransport``.
         """
-        flavour = self._flavour
-        policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
-        self._controller = _controller(
-            flavour=flavour,
-            transport=transport,
-            policy=policy,
-            policy_fields=policy_fields,
-            budget=budget,
-            cooldown=cooldown,
-            breaker=breaker,
-            hooks=hooks,
-            rng=rng,
-            sleep=sleep,
-            clock=clock or anyio.current_time,
-            wallclock=wallclock,
-            contact=contact,
+        self._controller, self._transport = _configure(
+            self._flavour, transport, kwargs, sync=False, policy=policy, budget=budget,
+            cooldown=cooldown, breaker=breaker, hooks=hooks, rng=rng, sleep=sleep,
+            clock=clock or anyio.current_time, wallclock=wallclock, contact=contact,
             auto_idempotency_key=auto_idempotency_key,
         )
-        if transport is None:
-            inner: Any = flavour.async_transport(**_checked(transport_kwargs, flavour))
-        elif not isinstance(transport, flavour.async_base):
-            raise ValueError(
-                f"transport must be an {flavour.name}.AsyncBaseTransport, got {transport!r}"
-                + (": use RetryTransport" if hasattr(transport, "handle_request") else "")
-            )
-        else:
-            inner = transport
-        self._transport = inner
         self._sleep = sleep if sleep is not None else anyio.sleep
 
     async def handle_async_request(self, request: Request) -> Response:
