@@ -7,7 +7,8 @@ bodies carry every field the SDKs' types require, so the SDKs parse them as they
 real APIs' answers. Any other path is a 404 in the API's error shape.
 
 Each path can be scripted to fail first (``Fault``: a status, headers, the API's error body),
-and every request is recorded as ``servers.Seen`` (method, path, headers with any
+its successful answers can carry extra headers (``annotate``: rate-limit headers, say), and
+every request is recorded as ``servers.Seen`` (method, path, headers with any
 ``Idempotency-Key``, body). A threaded stdlib ``http.server`` with HTTP/1.1 keep-alive, as in
 ``servers.py``; every blocking call is bounded, so its threads stop by themselves.
 """
@@ -18,6 +19,7 @@ import json
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +34,10 @@ ANSWER = "Hello from 127.0.0.1."
 
 #: The APIs a ``FakeAPI`` can be.
 APIS = ("openai", "anthropic")
+
+#: Extra headers for a successful answer, given the answer's time (POSIX seconds; its
+#: ``Date`` header is that time truncated to the second).
+Annotation = Callable[[float], tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True)
@@ -97,9 +103,10 @@ def _anthropic_answer(method: str, path: str, request: dict[str, Any], number: i
 def _error_body(api: str, status: int) -> dict[str, Any]:
     message = f"scripted {status}"
     if api == "openai":
-        return {"error": {"message": message, "type": "server_error", "param": None,
-                          "code": None}}
-    kind = "not_found_error" if status == 404 else "api_error"
+        kind = "requests" if status == 429 else "server_error"
+        code = "rate_limit_exceeded" if status == 429 else None
+        return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    kind = {404: "not_found_error", 429: "rate_limit_error"}.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
@@ -119,11 +126,14 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         seen = Seen(self.command, path, query, tuple(self.headers.items()), body,
                     self.connection_id)
-        fault, number = self.server._record(seen)
+        fault, number, annotation = self.server._record(seen)
+        now = time.time()
         status, payload, extra = self._reply(fault, path, body, number)
+        if status == 200 and annotation is not None:
+            extra = extra + annotation(now)
         data = json.dumps(payload).encode()
         self.send_response_only(status)
-        self.send_header("Date", http_date(time.time()))
+        self.send_header("Date", http_date(now))
         self.send_header("Content-Type", "application/json")
         # the header each API names its request ids in (the SDKs expose it as _request_id)
         self.send_header("x-request-id" if self.server.api == "openai" else "request-id",
@@ -203,6 +213,7 @@ class FakeAPI(ThreadingHTTPServer):
         with self._lock:
             self._faults: dict[str, tuple[Fault, ...]] = {}
             self._repeat: dict[str, Fault] = {}
+            self._annotations: dict[str, Annotation] = {}
             self._counts: dict[str, int] = {}
             self.seen: list[Seen] = []
             self.connections = 0
@@ -217,6 +228,11 @@ class FakeAPI(ThreadingHTTPServer):
             else:
                 self._repeat.pop(path, None)
 
+    def annotate(self, path: str, headers: Annotation) -> None:
+        """Add ``headers(now)`` to every successful answer to ``path`` (not to faults)."""
+        with self._lock:
+            self._annotations[path] = headers
+
     def requests(self, path: str) -> list[Seen]:
         with self._lock:
             return [seen for seen in self.seen if seen.path == path]
@@ -226,11 +242,11 @@ class FakeAPI(ThreadingHTTPServer):
             self.connections += 1
             return self.connections
 
-    def _record(self, seen: Seen) -> tuple[Fault | None, int]:
+    def _record(self, seen: Seen) -> tuple[Fault | None, int, Annotation | None]:
         with self._lock:
             index = self._counts.get(seen.path, 0)
             self._counts[seen.path] = index + 1
             self.seen.append(seen)
             faults = self._faults.get(seen.path, ())
             fault = faults[index] if index < len(faults) else self._repeat.get(seen.path)
-            return fault, len(self.seen)
+            return fault, len(self.seen), self._annotations.get(seen.path)

@@ -18,11 +18,15 @@ What the SDKs do on the wire, as these tests pin down:
 - OpenAI raises ``InternalServerError`` for a 503; Anthropic raises ``ServiceUnavailableError``,
   a subclass of its ``InternalServerError``. Either way ``error.response`` is the httpx2
   response our transport returned, with its retry metadata.
+- Both read ``retry-after-ms`` and ``x-should-retry`` for their own retries, as our transport
+  does for its own: with ``max_retries=0`` (the README's advice) only ours act on them.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +62,40 @@ OUR_DEFAULT_ATTEMPTS = 3
 
 PROMPT = [{"role": "user", "content": "Hello?"}]
 
+#: A 429 whose server says a retry will work, after 50 ms (the headers both APIs send).
+RATE_LIMITED = Fault(429, headers=(("retry-after-ms", "50"), ("x-should-retry", "true")))
+#: A spent requests quota resets this many seconds after the answer (recorded, not slept).
+QUOTA_RESET = 20
+
+
+def _openai_spent_quota(now: float) -> tuple[tuple[str, str], ...]:
+    """OpenAI's rate-limit headers: requests spent for QUOTA_RESET s, tokens to spare."""
+    return (
+        ("x-ratelimit-limit-requests", "60"),
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-reset-requests", f"{QUOTA_RESET}s"),
+        ("x-ratelimit-limit-tokens", "150000"),
+        ("x-ratelimit-remaining-tokens", "149000"),
+        ("x-ratelimit-reset-tokens", "6m0s"),
+    )
+
+
+def _anthropic_spent_quota(now: float) -> tuple[tuple[str, str], ...]:
+    """Anthropic's: the reset an RFC 3339 time, QUOTA_RESET s after the answer's ``Date``
+    (``now`` truncated to the second, as the server's ``Date`` is)."""
+
+    def at(seconds: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.floor(now) + seconds))
+
+    return (
+        ("anthropic-ratelimit-requests-limit", "60"),
+        ("anthropic-ratelimit-requests-remaining", "0"),
+        ("anthropic-ratelimit-requests-reset", at(QUOTA_RESET)),
+        ("anthropic-ratelimit-tokens-limit", "150000"),
+        ("anthropic-ratelimit-tokens-remaining", "149000"),
+        ("anthropic-ratelimit-tokens-reset", at(60)),
+    )
+
 
 @dataclass
 class Waits:
@@ -83,6 +121,9 @@ class Kit:
     #: what the SDK raises for a 503, and for a connection it could not make
     error: type[Exception]
     connection_error: type[Exception]
+    #: what it raises for a 429, and for a 500
+    rate_limit_error: type[Exception]
+    internal_error: type[Exception]
     models_path: str
     create_path: str
     model_ids: tuple[str, ...]
@@ -91,7 +132,13 @@ class Kit:
     raw_list_models: Callable[[Any], Any]
     #: a chat completion (OpenAI) or a message (Anthropic): a POST; keywords go to the SDK
     create: Callable[..., Any]
+    #: the same call's ``with_raw_response`` twin
+    raw_create: Callable[..., Any]
     text: Callable[[Any], str]
+    #: the API's rate-limit headers on an answer that spends the requests quota, and the
+    #: header our transport names as the signal of the wait they cause
+    spent_quota: Callable[[float], tuple[tuple[str, str], ...]]
+    quota_signal: str
 
     def base_url(self, root: str) -> str:
         """The SDK's ``base_url`` for a server at ``root``: OpenAI's paths start after /v1."""
@@ -108,6 +155,8 @@ KITS = {
         async_client=openai.AsyncOpenAI,
         error=openai.InternalServerError,
         connection_error=openai.APIConnectionError,
+        rate_limit_error=openai.RateLimitError,
+        internal_error=openai.InternalServerError,
         models_path="/v1/models",
         create_path="/v1/chat/completions",
         model_ids=(OPENAI_MODEL, "gpt-test-mini"),
@@ -115,7 +164,11 @@ KITS = {
         raw_list_models=lambda client: client.models.with_raw_response.list(),
         create=lambda client, **extra: client.chat.completions.create(
             model=OPENAI_MODEL, messages=PROMPT, **extra),
+        raw_create=lambda client, **extra: client.chat.completions.with_raw_response.create(
+            model=OPENAI_MODEL, messages=PROMPT, **extra),
         text=lambda completion: completion.choices[0].message.content,
+        spent_quota=_openai_spent_quota,
+        quota_signal="x-ratelimit-reset-requests",
     ),
     "anthropic": Kit(
         api="anthropic",
@@ -123,6 +176,8 @@ KITS = {
         async_client=anthropic.AsyncAnthropic,
         error=anthropic.ServiceUnavailableError,
         connection_error=anthropic.APIConnectionError,
+        rate_limit_error=anthropic.RateLimitError,
+        internal_error=anthropic.InternalServerError,
         models_path="/v1/models",
         create_path="/v1/messages",
         model_ids=(ANTHROPIC_MODEL, "claude-test-mini"),
@@ -130,7 +185,11 @@ KITS = {
         raw_list_models=lambda client: client.models.with_raw_response.list(),
         create=lambda client, **extra: client.messages.create(
             model=ANTHROPIC_MODEL, max_tokens=64, messages=PROMPT, **extra),
+        raw_create=lambda client, **extra: client.messages.with_raw_response.create(
+            model=ANTHROPIC_MODEL, max_tokens=64, messages=PROMPT, **extra),
         text=lambda message: message.content[0].text,
+        spent_quota=_anthropic_spent_quota,
+        quota_signal="anthropic-ratelimit-requests-reset",
     ),
 }
 
@@ -405,7 +464,182 @@ async def test_sdk_retries_resend_a_post_without_a_key_async(
     check_sdk_resent_post(kit, server, waits, caught.value)
 
 
+# -- server signals: a 429 the server says to retry, after retry-after-ms ----------------
+
+
+def check_trusted_429(kit: Kit, server: FakeAPI, waits: Waits, raw: Any, result: Any) -> None:
+    assert kit.text(result) == ANSWER
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST", "POST"]
+    assert sent[0].body == sent[1].body
+    # no key: the server's x-should-retry: true stood in for one (trust_should_retry)
+    assert [seen.idempotency_key for seen in sent] == [None, None]
+    assert retry_counts(sent) == ["0", "0"]  # our retry, not the SDK's
+    assert len(waits.waits) == 1 and waits.waits[0] >= 0.05
+    info = rt.retry_info(raw.http_response)
+    assert info is not None
+    assert info.attempts == 2 and info.stop_reason is rt.StopReason.SUCCESS
+    first = info.history[0]
+    assert (first.status, first.retry_after, first.signal) == (429, 0.05, "retry-after-ms")
+    assert first.wait == waits.waits[0]
+    assert raw.retries_taken == 0
+
+
+def test_trusted_429_on_a_post_is_retried_after_retry_after_ms(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, RATE_LIMITED)
+    with sdk(kit, server.url, waits, trust_should_retry=True) as client:
+        raw = kit.raw_create(client)
+        result = raw.parse()
+    check_trusted_429(kit, server, waits, raw, result)
+
+
+@pytest.mark.anyio
+async def test_trusted_429_on_a_post_is_retried_after_retry_after_ms_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, RATE_LIMITED)
+    async with asdk(kit, server.url, waits, trust_should_retry=True) as client:
+        raw = await kit.raw_create(client)
+        result = raw.parse()
+        if inspect.isawaitable(result):  # Anthropic's async raw response parses async
+            result = await result
+    check_trusted_429(kit, server, waits, raw, result)
+
+
+def check_untrusted_429(kit: Kit, server: FakeAPI, waits: Waits, error: Exception) -> None:
+    assert type(error) is kit.rate_limit_error
+    assert error.status_code == 429  # type: ignore[attr-defined]
+    info = rt.retry_info(error.response)  # type: ignore[attr-defined]
+    assert info is not None
+    assert info.attempts == 1
+    assert info.stop_reason is rt.StopReason.UNSAFE_METHOD
+    # what the server asked for is on the record, though nothing waited for it
+    only = info.history[0]
+    assert (only.status, only.retry_after, only.signal) == (429, 0.05, "retry-after-ms")
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST"]
+    assert waits.waits == []
+
+
+def test_untrusted_429_on_a_post_is_sent_once(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    """Without ``trust_should_retry`` the server's ``true`` is no idempotency key."""
+    server.fail(kit.create_path, RATE_LIMITED)
+    with sdk(kit, server.url, waits) as client, \
+            pytest.raises(kit.rate_limit_error) as caught:
+        kit.create(client)
+    check_untrusted_429(kit, server, waits, caught.value)
+
+
+@pytest.mark.anyio
+async def test_untrusted_429_on_a_post_is_sent_once_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.fail(kit.create_path, RATE_LIMITED)
+    async with asdk(kit, server.url, waits) as client:
+        with pytest.raises(kit.rate_limit_error) as caught:
+            await kit.create(client)
+    check_untrusted_429(kit, server, waits, caught.value)
+
+
+# -- server signals: x-should-retry: false on a GET ------------------------------------
+
+#: (status, stop reason): a 500 is not retryable anyway; a 503 is, and the server declines
+DECLINED = [
+    pytest.param(500, rt.StopReason.NOT_RETRYABLE, id="500-not_retryable"),
+    pytest.param(503, rt.StopReason.SERVER_DECLINED, id="503-server_declined"),
+]
+
+
+def check_declined(kit: Kit, server: FakeAPI, waits: Waits, error: Exception, status: int,
+                   reason: rt.StopReason) -> None:
+    assert type(error) is (kit.internal_error if status == 500 else kit.error)
+    assert error.status_code == status  # type: ignore[attr-defined]
+    info = rt.retry_info(error.response)  # type: ignore[attr-defined]
+    assert info is not None
+    assert info.attempts == 1 and info.retries == 0
+    assert info.stop_reason is reason
+    assert [seen.method for seen in server.requests(kit.models_path)] == ["GET"]
+    assert waits.waits == []
+
+
+@pytest.mark.parametrize(("status", "reason"), DECLINED)
+def test_get_the_server_declines_is_not_retried(
+    kit: Kit, server: FakeAPI, waits: Waits, status: int, reason: rt.StopReason
+) -> None:
+    server.fail(kit.models_path, Fault(status, headers=(("x-should-retry", "false"),)))
+    with sdk(kit, server.url, waits) as client, pytest.raises(kit.internal_error) as caught:
+        kit.list_models(client)
+    check_declined(kit, server, waits, caught.value, status, reason)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("status", "reason"), DECLINED)
+async def test_get_the_server_declines_is_not_retried_async(
+    kit: Kit, server: FakeAPI, waits: Waits, status: int, reason: rt.StopReason
+) -> None:
+    server.fail(kit.models_path, Fault(status, headers=(("x-should-retry", "false"),)))
+    async with asdk(kit, server.url, waits) as client:
+        with pytest.raises(kit.internal_error) as caught:
+            await kit.list_models(client)
+    check_declined(kit, server, waits, caught.value, status, reason)
+
+
+# -- server signals: the API's rate-limit headers hold the next call ---------------------
+
+
+def check_spent_quota(kit: Kit, server: FakeAPI, waits: Waits, events: list[rt.RetryEvent],
+                      results: list[Any]) -> None:
+    """The first answer (a 200) says the requests quota is spent for QUOTA_RESET s: the
+    second call waits that long (recorded) before it is sent, and is sent once."""
+    assert [kit.text(result) for result in results] == [ANSWER, ANSWER]
+    assert [seen.method for seen in server.requests(kit.create_path)] == ["POST", "POST"]
+    held = [(event.kind, event.signal) for event in events]
+    assert held == [("cooldown", kit.quota_signal)]
+    assert len(waits.waits) == 1
+    # the time left (a little under QUOTA_RESET) plus a first jittered backoff step
+    assert QUOTA_RESET - 1.0 <= waits.waits[0] <= QUOTA_RESET + 0.2
+    assert events[0].wait == waits.waits[0]
+
+
+def test_spent_quota_holds_the_next_call(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    server.annotate(kit.create_path, kit.spent_quota)
+    events: list[rt.RetryEvent] = []
+    with sdk(kit, server.url, waits, hooks=events.append) as client:
+        results = [kit.create(client), kit.create(client)]
+    check_spent_quota(kit, server, waits, events, results)
+
+
+@pytest.mark.anyio
+async def test_spent_quota_holds_the_next_call_async(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    server.annotate(kit.create_path, kit.spent_quota)
+    events: list[rt.RetryEvent] = []
+    async with asdk(kit, server.url, waits, hooks=events.append) as client:
+        results = [await kit.create(client), await kit.create(client)]
+    check_spent_quota(kit, server, waits, events, results)
+
+
 # -- more of what the README promises, sync ------------------------------------------
+
+
+def test_server_verdict_true_makes_a_500_retryable(
+    kit: Kit, server: FakeAPI, waits: Waits
+) -> None:
+    """``x-should-retry: true`` on a status outside ``retry_statuses``: a GET is retried."""
+    server.fail(kit.models_path, Fault(500, headers=(("x-should-retry", "true"),)))
+    with sdk(kit, server.url, waits) as client:
+        raw = kit.raw_list_models(client)
+        page = raw.parse()
+    assert kit.ids(page) == kit.model_ids
+    assert len(server.requests(kit.models_path)) == 2
+    info = rt.retry_info(raw.http_response)
+    assert info is not None and info.stop_reason is rt.StopReason.SUCCESS
+    assert [attempt.status for attempt in info.history] == [500, 200]
+    assert len(waits.waits) == 1
+
 
 
 def test_post_with_its_own_key_is_retried(kit: Kit, server: FakeAPI, waits: Waits) -> None:
