@@ -602,15 +602,16 @@ class RetryCall:
             elif override is not True:
                 policy = policy.with_override(override)
         testing = self._testing = _testing.active
-        self.breaker = controller.breaker
+        breaker = self.breaker = controller.breaker
         if testing is not None:
             policy = testing.policy(policy)
             if testing.breakers == "off":
-                self.breaker = None
+                breaker = self.breaker = None
         self.policy = policy
-        self._origin_key: str | None = None  # the origin, once a breaker needs it
-        self._probe = 0  # the half-open period this attempt is a probe of (0: no probe)
-        self._refused: BaseException | None = None
+        if breaker is not None:  # set only with a breaker: the quick path sets nothing more
+            self._origin_key: str | None = None  # the origin, once a breaker needs it
+            self._probe = 0  # the half-open period this attempt probes (0: no probe)
+            self._refused: BaseException | None = None
         if controller.contact is not None or controller.auto_idempotency_key:
             controller.prepare(request, policy)
         next(controller.request_counter)
@@ -796,7 +797,7 @@ class RetryCall:
         an error of the driver's own): the caller's extensions go back on the request, and a
         probe's slot goes back to the breaker."""
         self._attempt_over()
-        if self._probe:
+        if self.breaker is not None and self._probe:
             self._verdict(None)
 
     def on_response(self, response: Response) -> float | None:
@@ -804,17 +805,18 @@ class RetryCall:
         status = response.status_code
         policy = self.policy
         controller = self._controller
+        retryable = status in policy.retry_statuses
         if self.breaker is not None:
-            self._verdict(status >= 500 or status in policy.retry_statuses, status)
+            self._verdict(retryable or status >= 500, status)
         verdict_name = policy.should_retry_header if status >= 400 else None
-        signals = None
-        if status in policy.retry_statuses or self._progress is not None:
-            pass  # not the quick path: every signal is read below
-        elif (policy.respect_rate_limits and controller.cooldown) or verdict_name is not None:
+        quick = not retryable and self._progress is None
+        if quick and (
+            (policy.respect_rate_limits and controller.cooldown) or verdict_name is not None
+        ):
             # A final answer, unless it shows an exhausted quota or the server's verdict:
             # one pass over the raw headers finds out, decoding nothing when neither is there.
-            signals = _scan(response, verdict_name, timing=False)
-        if signals is None and status not in policy.retry_statuses and self._progress is None:
+            quick = _scan(response, verdict_name, timing=False) is None
+        if quick:
             # The common case, kept short: one attempt, nothing waited, nothing to retry.
             info = controller.single_infos.get(status) or controller.single_info(status)
             try:
@@ -886,7 +888,7 @@ class RetryCall:
     def on_error(self, exc: Exception) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         self._attempt_over()
-        if exc is self._refused:
+        if self.breaker is not None and exc is self._refused:
             return None  # the breaker refused the attempt: its error is already complete
         name = type(exc).__name__
         flavour = self._controller.flavour
@@ -1030,9 +1032,13 @@ def _scan(
         if name is None:
             name = _ENCODED[verdict] = verdict.lower().encode("ascii")
     found: dict[str, str] | None = None
-    raw: list[tuple[bytes, bytes]] = response.headers.raw
-    for key, value in raw:
-        key = key.lower()
+    headers = response.headers
+    # httpx and httpx2 keep each header as (raw name, lower-case name, value) in _list:
+    # reading it spares building .raw and lower-casing every name on every response.
+    items = getattr(headers, "_list", None)
+    if not isinstance(items, list):
+        items = [(key, key.lower(), value) for key, value in headers.raw]
+    for _, key, value in items:
         if b"ratelimit" in key or key == name or (timing and key in _SIGNAL_HEADERS):
             if found is None:
                 found = {}
