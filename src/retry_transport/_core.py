@@ -294,8 +294,10 @@ class Controller:
         contact: str | None = None,
         auto_idempotency_key: bool = False,
         breaker: CircuitBreaker | None = None,
+        attempt_header: str | None = None,
     ) -> None:
         self.policy = policy
+        self.attempt_header = attempt_header
         self.breaker = breaker
         self.flavour = flavour
         self.budget = budget
@@ -680,20 +682,37 @@ class RetryCall:
         raise error
 
     def attempt_request(self) -> Request:
-        """The request to send now: with a deadline, its timeouts end within the time left."""
+        """The request to send now: with a deadline, its timeouts end within the time left;
+        a retry carries its attempt number as ``extensions["retry_attempt"]`` (2 for the
+        first retry; a first try carries nothing); with ``attempt_header``, every attempt
+        carries its number in that header."""
         request = self.request
+        header = self._controller.attempt_header
         progress = self._progress
         if progress is None:
+            if header is not None:
+                request.headers[header] = "1"
             return request
-        if progress.history and self.breaker is not None:
+        retry = len(progress.history) + 1 if progress.history else 0
+        if retry and self.breaker is not None:
             self._admit()  # the breaker may have opened while this request waited
-        if progress.extensions is None or progress.deadline_at is None:
+        if header is not None:
+            request.headers[header] = str(retry or 1)
+        deadline_at = progress.deadline_at
+        if not retry and deadline_at is None:
             return request
         # The same request object every time (whatever the inner transport caches on it,
-        # such as a body it read, stays with it); the caller's extensions come back at the end.
-        remaining = progress.deadline_at - self._controller.clock() - progress.skipped
-        timeouts = _clipped_timeouts(progress.extensions.get("timeout"), remaining)
-        request.extensions = {**progress.extensions, "timeout": timeouts}
+        # such as a body it read, stays with it); the caller's extensions come back after
+        # each attempt.
+        if progress.extensions is None:
+            progress.extensions = request.extensions
+        extensions = {**progress.extensions}
+        if deadline_at is not None:
+            remaining = deadline_at - self._controller.clock() - progress.skipped
+            extensions["timeout"] = _clipped_timeouts(extensions.get("timeout"), remaining)
+        if retry:
+            extensions["retry_attempt"] = retry
+        request.extensions = extensions
         return request
 
     def _admit(self) -> None:

@@ -34,7 +34,7 @@ from ._core import (
 )
 from ._flavour import Flavour, Request, Response
 from ._models import RetryStats
-from ._policy import FIELDS, Jitter, RetryPolicy
+from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
@@ -162,6 +162,7 @@ def _controller(
     contact: str | None,
     auto_idempotency_key: bool,
     breaker: CircuitBreaker | None = None,
+    attempt_header: str | None = None,
 ) -> Controller:
     if isinstance(transport, (SyncRetry, AsyncRetry)):
         raise ValueError(
@@ -179,6 +180,10 @@ def _controller(
         raise ValueError(f"budget must be a RetryBudget or None, got {budget!r}")
     if rng is not None and not isinstance(rng, random.Random):
         raise ValueError(f"rng must be a random.Random, got {rng!r}")
+    if attempt_header is not None and (
+        not isinstance(attempt_header, str) or not _TOKEN.fullmatch(attempt_header)
+    ):
+        raise ValueError(f"attempt_header must be a header name or None, got {attempt_header!r}")
     if breaker is not None and not isinstance(breaker, CircuitBreaker):
         raise ValueError(f"breaker must be a CircuitBreaker or None, got {breaker!r}")
     if not isinstance(cooldown, bool):
@@ -202,6 +207,7 @@ def _controller(
         contact=check_contact(contact),
         auto_idempotency_key=auto_idempotency_key,
         breaker=breaker,
+        attempt_header=attempt_header,
     )
 
 
@@ -344,6 +350,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
         auto_idempotency_key: bool = False,
+        attempt_header: str | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], object] | None = None,
         clock: Callable[[], float] | None = None,
@@ -371,6 +378,9 @@ class SyncRetry(_Common, Generic[_Sync]):
             auto_idempotency_key: give each request whose method is outside
                 ``retry_methods`` a fresh ``Idempotency-Key``, so that it may be retried.
                 Only safe with servers that deduplicate by key. Default False.
+            attempt_header: a header name (such as ``"x-attempt"``): every attempt, the
+                first included, carries its 1-based number in it, so servers and proxies can
+                tell a retry from a first try. Default ``None``: no header.
             rng: a ``random.Random`` for the jitter (seed it for reproducible waits).
             sleep: the function that waits, given seconds. Default ``time.sleep``.
             clock: a monotonic clock in seconds, for deadlines and cooldowns. Default
@@ -394,7 +404,7 @@ class SyncRetry(_Common, Generic[_Sync]):
             self._flavour, transport, kwargs, sync=True, policy=policy, budget=budget,
             cooldown=cooldown, breaker=breaker, hooks=hooks, rng=rng, sleep=sleep,
             clock=clock or time.monotonic, wallclock=wallclock, contact=contact,
-            auto_idempotency_key=auto_idempotency_key,
+            auto_idempotency_key=auto_idempotency_key, attempt_header=attempt_header,
         )
         self._sleep = sleep if sleep is not None else time.sleep
 
@@ -476,6 +486,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
         auto_idempotency_key: bool = False,
+        attempt_header: str | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[object]] | None = None,
         clock: Callable[[], float] | None = None,
@@ -493,7 +504,7 @@ class AsyncRetry(_Common, Generic[_Async]):
             self._flavour, transport, kwargs, sync=False, policy=policy, budget=budget,
             cooldown=cooldown, breaker=breaker, hooks=hooks, rng=rng, sleep=sleep,
             clock=clock or anyio.current_time, wallclock=wallclock, contact=contact,
-            auto_idempotency_key=auto_idempotency_key,
+            auto_idempotency_key=auto_idempotency_key, attempt_header=attempt_header,
         )
         self._sleep = sleep if sleep is not None else anyio.sleep
 

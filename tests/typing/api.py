@@ -139,3 +139,9 @@ def server_signals() -> None:
     signal: str | None = attempt.signal
     del declined, signal
     rt.RetryTransport(trust_should_retry="yes")  # type: ignore[arg-type]
+
+
+def attempt_numbers() -> None:
+    rt.RetryTransport(attempt_header="x-attempt")
+    rt.AsyncRetryTransport(attempt_header=None)
+    rt.RetryTransport(attempt_header=1)  # type: ignore[arg-type]
