@@ -500,13 +500,7 @@ class Controller:
             else:
                 logger.info("Circuit breaker half-open for %s: sending a probe", origin)
             event = RetryEvent(kind, method, url, attempt, wait, status, error, None)  # type: ignore[arg-type]
-            for hooks in (self.hooks, breaker.hooks):
-                for hook in hooks:
-                    try:
-                        hook(event)
-                    except Exception:
-                        logger.warning("Retry hook %r raised on %s event", hook, kind,
-                                       exc_info=True)
+            self._emit(event, self.hooks + breaker.hooks)
 
     def _log_refusal(
         self, call: RetryCall, reason: StopReason, url: str, info: RetryInfo, outcome: object
@@ -539,8 +533,9 @@ class Controller:
                 count, origin, since, reason.value,
             )
 
-    def _emit(self, event: RetryEvent) -> None:
-        for hook in self.hooks:
+    def _emit(self, event: RetryEvent, hooks: tuple[RetryHook, ...] | None = None) -> None:
+        """Give ``event`` to each hook (default: this transport's); one that raises is logged."""
+        for hook in self.hooks if hooks is None else hooks:
             try:
                 hook(event)
             except Exception:
