@@ -16,6 +16,8 @@ def test_all_is_pinned() -> None:
         "CircuitOpenError",
         "CooldownError",
         "Jitter",
+        "MemoryStore",
+        "RedisStore",
         "RetryBudget",
         "RetryEvent",
         "RetryHook",
@@ -97,7 +99,7 @@ def test_importing_the_package_imports_no_httpx2() -> None:
 
 
 CORE_MODULES = ["_core", "_policy", "_models", "_budget", "_retry_after", "_flavour",
-                "_drivers", "_signals", "_breaker", "testing"]
+                "_drivers", "_signals", "_breaker", "_store", "_redis", "testing"]
 
 
 def test_the_core_and_the_drivers_import_no_http_library() -> None:

@@ -13,7 +13,9 @@ from ._core import RetryHook, retry_info
 from ._errors import CircuitOpenError, CooldownError
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
+from ._redis import RedisStore
 from ._retry_after import parse_http_date, parse_retry_after
+from ._store import MemoryStore
 from ._transports import AsyncRetryTransport, RetryTransport
 
 __version__ = "0.1.0"
@@ -27,6 +29,8 @@ __all__ = [
     "CircuitOpenError",
     "CooldownError",
     "Jitter",
+    "MemoryStore",
+    "RedisStore",
     "RetryBudget",
     "RetryEvent",
     "RetryHook",

@@ -28,9 +28,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from ._models import RetryEvent
+
+if TYPE_CHECKING:
+    from ._store import MemoryStore
 
 __all__ = ["BreakerState", "CircuitBreaker"]
 
@@ -72,14 +75,18 @@ def _count(name: str, value: object) -> int:
 class _Origin:
     """One origin's state. Guarded by the breaker's lock."""
 
-    __slots__ = ("break_for", "failures", "index", "now_failures", "now_outcomes",
-                 "opened_until", "outcomes", "period", "probes", "ring", "state")
+    __slots__ = ("break_for", "failures", "fleet_busy_until", "index", "now_failures",
+                 "now_outcomes", "opened_until", "outcomes", "period", "probes", "ring",
+                 "state")
 
     def __init__(self, break_for: float) -> None:
         self.state: BreakerState = "closed"
         self.opened_until = 0.0
         self.break_for = break_for  # the next break's length: doubles after a failed probe
         self.probes = 0  # probes in flight (half-open)
+        # With a store: until when (clock time) every probe slot was taken elsewhere, so
+        # that requests are refused without asking the store again.
+        self.fleet_busy_until = 0.0
         # Counts the half-open periods: a probe belongs to the period that admitted it, and
         # one that outlives it (the breaker opened again meanwhile) decides nothing.
         self.period = 0
@@ -121,6 +128,13 @@ class CircuitBreaker:
         hooks: callables given a ``RetryEvent`` of kind ``breaker_open``,
             ``breaker_half_open`` or ``breaker_close`` for every transition (the transport
             whose request caused it tells its own hooks too).
+        store: a :class:`~retry_transport.MemoryStore` or
+            :class:`~retry_transport.RedisStore` to share transitions through: an opening
+            or closing here is applied by every breaker of the store (with this one's break
+            length; they log it at INFO and tell their own hooks, with ``learned=True``),
+            and half-open probes are elected among them all, so that a recovering
+            dependency sees ``half_open_probes`` probes in all. Default ``None``: this
+            breaker alone. With a store, ``clock`` is also called from the store's thread.
 
     What counts as a failure: a transient transport error, or a status in the policy's
     ``retry_statuses`` or >= 500. Other answers (a 404, a 401) are healthy ones. Every
@@ -140,8 +154,10 @@ class CircuitBreaker:
         clock: Callable[[], float] | None = None,
         hooks: Iterable[Callable[[RetryEvent], object]] | Callable[[RetryEvent], object]
         | None = None,
+        store: MemoryStore | None = None,
     ) -> None:
         from ._core import _hooks  # the same validation as the transports' hooks
+        from ._store import MemoryStore
 
         self.failure_ratio = _number("failure_ratio", failure_ratio, low=0.0, high=1.0,
                                      open_low=True)
@@ -164,6 +180,13 @@ class CircuitBreaker:
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
         self._lock = threading.Lock()
+        if store is not None and not isinstance(store, MemoryStore):
+            raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
+        self.store = store
+        # Transitions made under the lock, for the store: (origin, kind, until, break).
+        self._outgoing: deque[tuple[str, str, float, float]] = deque()
+        if store is not None:
+            store._join_breaker(self)
 
     # -- what users ask ------------------------------------------------------------------
 
@@ -213,13 +236,35 @@ class CircuitBreaker:
                 transitions.append("breaker_half_open")
             if entry.probes >= self.half_open_probes:
                 return 0.0, 0, transitions
+            if self.store is not None and now < entry.fleet_busy_until:
+                return 0.0, 0, transitions  # every slot is taken elsewhere: don't ask again
             entry.probes += 1
-            return None, entry.period, transitions
+            period = entry.period
+        if self.store is None:
+            return None, period, transitions
+        busy = self.store._elect(origin, self.half_open_probes)  # outside the lock
+        if busy is None:
+            return None, period, transitions
+        with self._lock:
+            if entry.period == period and entry.probes > 0:
+                entry.probes -= 1
+            entry.fleet_busy_until = now + min(busy, self.store.probe_lease)
+        return 0.0, 0, transitions
 
     def record(self, origin: str, failure: bool, probe: int = 0) -> list[str]:
         """An attempt's verdict: ``failure`` (the dependency looked unhealthy) or not;
         ``probe``: what :meth:`admit` said. Returns the transitions it caused
         (``breaker_open``, ``breaker_close``)."""
+        if self.store is None:
+            return self._record(origin, failure, probe)
+        if probe:
+            self.store._release(origin)  # the fleet's slot, whatever happened here since
+        transitions = self._record(origin, failure, probe)
+        if transitions:
+            self._flush()
+        return transitions
+
+    def _record(self, origin: str, failure: bool, probe: int) -> list[str]:
         now = self.clock()
         with self._lock:
             entry = self._origins.get(origin)
@@ -246,11 +291,11 @@ class CircuitBreaker:
                     return []  # a request admitted before the breaker opened
                 if failure:
                     self._open(entry, now, min(entry.break_for * 2, self.max_break_duration))
-                    return ["breaker_open"]
+                    return self._shared(origin, entry, "breaker_open")
                 entry.state = "closed"
                 entry.break_for = self.break_duration
                 entry.fresh_window()
-                return ["breaker_close"]
+                return self._shared(origin, entry, "breaker_close")
             if entry.state == "open":
                 return []  # in flight when it opened: already counted against it
             self._count(entry, now, failure)
@@ -260,12 +305,14 @@ class CircuitBreaker:
                 and entry.failures / entry.outcomes >= self.failure_ratio
             ):
                 self._open(entry, now, entry.break_for)
-                return ["breaker_open"]
+                return self._shared(origin, entry, "breaker_open")
             return []
 
     def release(self, origin: str, probe: int | None = None) -> None:
         """A probe (of the half-open period ``probe``, default: the current one) ended
         without a verdict: free its slot, unless that period is over."""
+        if self.store is not None:
+            self.store._release(origin)
         with self._lock:
             entry = self._origins.get(origin)
             if (
@@ -286,6 +333,76 @@ class CircuitBreaker:
         entry = self._origins.get(origin)
         return 0.0 if entry is None else entry.break_for
 
+    # -- with a store -----------------------------------------------------------------------
+
+    def _shared(self, origin: str, entry: _Origin, kind: str) -> list[str]:
+        """A transition here (under the lock): hand it to the store, on the lock's way
+        out (the store tells other breakers, which take their own locks)."""
+        if self.store is not None:
+            self._outgoing.append((origin, kind, entry.opened_until, entry.break_for))
+        return [kind]
+
+    def _flush(self) -> None:
+        """Hand the transitions made here to the store (outside the lock)."""
+        store, outgoing = self.store, self._outgoing
+        assert store is not None
+        while outgoing:
+            try:
+                origin, kind, until, break_for = outgoing.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            if kind == "breaker_open":
+                store._opened(self, origin, until - self.clock(), break_for)
+            else:
+                store._closed(self, origin)
+
+    def _learn(self, origin: str, kind: Literal["open", "close"], remaining: float,
+               break_for: float) -> None:
+        """Another breaker of the store opened (for ``remaining`` seconds, a break of
+        ``break_for``) or closed ``origin``'s breaker: apply it, log it at INFO, tell this
+        breaker's hooks. Any thread may call this."""
+        now = self.clock()
+        with self._lock:
+            entry = self._origins.get(origin)
+            if kind == "open":
+                until = now + remaining
+                if entry is None:
+                    entry = self._origins[origin] = _Origin(self.break_duration)
+                elif entry.state == "open" and entry.opened_until >= until:
+                    return
+                opened = entry.state != "open" or now >= entry.opened_until
+                self._open(entry, now, break_for)
+                entry.opened_until = until
+                if not opened:
+                    return  # lengthened: no transition to tell
+            else:
+                if entry is None or entry.state == "closed":
+                    return
+                entry.state = "closed"
+                entry.break_for = self.break_duration
+                entry.fleet_busy_until = 0.0
+                entry.fresh_window()
+        if kind == "open":
+            logger.info(
+                "Circuit breaker opened for %s by another member of its store: no request "
+                "is sent for %.3f s", origin, remaining,
+            )
+        else:
+            logger.info(
+                "Circuit breaker closed for %s by another member of its store: it answered "
+                "a probe", origin,
+            )
+        event = RetryEvent(
+            "breaker_open" if kind == "open" else "breaker_close", "", origin, 0,
+            break_for if kind == "open" else 0.0, None, None, None, learned=True,
+        )
+        for hook in self.hooks:
+            try:
+                hook(event)
+            except Exception:
+                logger.warning("Retry hook %r raised on %s event", hook, event.kind,
+                               exc_info=True)
+
     # -- inside the lock ----------------------------------------------------------------
 
     def _open(self, entry: _Origin, now: float, duration: float) -> None:
@@ -293,6 +410,7 @@ class CircuitBreaker:
         entry.break_for = duration
         entry.opened_until = now + duration
         entry.probes = 0
+        entry.fleet_busy_until = 0.0
         entry.fresh_window()
 
     def _count(self, entry: _Origin, now: float, failure: bool) -> None:

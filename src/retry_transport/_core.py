@@ -50,6 +50,7 @@ import sysconfig
 import threading
 import uuid
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
@@ -62,6 +63,7 @@ from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._policy import RetryPolicy, compute_backoff
 from ._retry_after import parse_retry_after
 from ._signals import exhausted_quota, parse_retry_after_ms, parse_should_retry
+from ._store import MemoryStore
 
 __all__ = ["Controller", "RetryCall", "RetryHook", "redact_url", "retry_info"]
 
@@ -295,6 +297,7 @@ class Controller:
         auto_idempotency_key: bool = False,
         breaker: CircuitBreaker | None = None,
         attempt_header: str | None = None,
+        store: MemoryStore | None = None,
     ) -> None:
         self.policy = policy
         self.attempt_header = attempt_header
@@ -326,6 +329,13 @@ class Controller:
         # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
         # so one object serves every such response.
         self.single_infos: dict[int, RetryInfo] = {}
+        # Cooldowns other members of the store started, in wall-clock time: (origin, until,
+        # signal). Filled by whichever thread delivers them, emptied by the next request,
+        # which turns them into this transport's clock (an event loop's, perhaps).
+        self.inbox: deque[tuple[str, float, str]] = deque()
+        self.store = store if cooldown else None
+        if self.store is not None:
+            self.store._join_cooldowns(self)
 
     # -- per request -------------------------------------------------------------------
 
@@ -375,15 +385,39 @@ class Controller:
                     del cooldowns[origin]
                     self.cooldown_signals.pop(origin, None)
 
-    def start_cooldown(self, origin: str, until: float, signal: str | None = None) -> None:
-        """``origin`` asked for quiet until ``until`` (clock time), by the header ``signal``."""
+    def start_cooldown(
+        self, origin: str, until: float, signal: str | None = None, *, share: bool = True
+    ) -> None:
+        """``origin`` asked for quiet until ``until`` (clock time), by the header ``signal``.
+        With a store, a cooldown that ends later than the one known is shared (``share``)."""
+        signal = signal or "retry-after"
         with self._lock:
-            if until > self.cooldowns.get(origin, 0.0):
-                self.cooldowns[origin] = until
-                self.cooldown_signals[origin] = signal or "retry-after"
-                # A later cooldown of the same origin leaves its old entry in the heap;
-                # _expire skips it, as it no longer matches the table.
-                heapq.heappush(self._expiry, (until, origin))
+            if until <= self.cooldowns.get(origin, 0.0):
+                return
+            self.cooldowns[origin] = until
+            self.cooldown_signals[origin] = signal
+            # A later cooldown of the same origin leaves its old entry in the heap;
+            # _expire skips it, as it no longer matches the table.
+            heapq.heappush(self._expiry, (until, origin))
+        if share and self.store is not None:
+            self.store._cooldown(self, origin, until - self.clock(), signal)
+
+    def receive_cooldown(self, origin: str, until: float, signal: str) -> None:
+        """Another member of the store started a cooldown until ``until`` (wall-clock
+        seconds): applied at this transport's next request (any thread may call this)."""
+        self.inbox.append((origin, until, signal))
+
+    def take_inbox(self) -> None:
+        """Apply the cooldowns received, as if this transport had started them."""
+        store, inbox = self.store, self.inbox
+        if store is None:
+            inbox.clear()
+            return
+        wall, now = store.wallclock(), self.clock()
+        while inbox:
+            origin, until, signal = inbox.popleft()
+            if until > wall:
+                self.start_cooldown(origin, now + (until - wall), signal, share=False)
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -630,6 +664,8 @@ class RetryCall:
         deadline = self.policy.deadline
         if self.breaker is not None:
             self._admit()
+        if controller.inbox:
+            controller.take_inbox()
         if deadline is None and not controller.cooldowns:
             return None
         now = controller.clock()

@@ -35,6 +35,7 @@ from ._core import (
 from ._flavour import Flavour, Request, Response
 from ._models import RetryStats
 from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy
+from ._store import MemoryStore
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
@@ -163,6 +164,7 @@ def _controller(
     auto_idempotency_key: bool,
     breaker: CircuitBreaker | None = None,
     attempt_header: str | None = None,
+    store: MemoryStore | None = None,
 ) -> Controller:
     if isinstance(transport, (SyncRetry, AsyncRetry)):
         raise ValueError(
@@ -186,6 +188,8 @@ def _controller(
         raise ValueError(f"attempt_header must be a header name or None, got {attempt_header!r}")
     if breaker is not None and not isinstance(breaker, CircuitBreaker):
         raise ValueError(f"breaker must be a CircuitBreaker or None, got {breaker!r}")
+    if store is not None and not isinstance(store, MemoryStore):
+        raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
     if not isinstance(cooldown, bool):
         raise ValueError(f"cooldown must be True or False, got {cooldown!r}")
     if not isinstance(auto_idempotency_key, bool):
@@ -208,6 +212,7 @@ def _controller(
         auto_idempotency_key=auto_idempotency_key,
         breaker=breaker,
         attempt_header=attempt_header,
+        store=store,
     )
 
 
@@ -347,6 +352,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
         breaker: CircuitBreaker | None = None,
+        store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
         auto_idempotency_key: bool = False,
@@ -372,6 +378,11 @@ class SyncRetry(_Common, Generic[_Sync]):
                 requests to it until then. Default True.
             breaker: a :class:`CircuitBreaker` (one state per origin; may be shared by
                 several transports); ``None`` (default): no breaker.
+            store: a :class:`MemoryStore` or :class:`RedisStore` to share cooldowns
+                through: one started here is applied by every transport of the store (in
+                this process, or across a fleet for a ``RedisStore``), and theirs here.
+                Default ``None``: this transport's own table. Give the breaker the same
+                store to share its transitions too. A transport never closes its store.
             hooks: callables given a :class:`RetryEvent` for each retry and each give-up.
             contact: an e-mail address sent as the ``From`` header, so an API owner can
                 reach whoever runs the client.
@@ -402,7 +413,7 @@ class SyncRetry(_Common, Generic[_Sync]):
             )
         self._controller, self._transport = _configure(
             self._flavour, transport, kwargs, sync=True, policy=policy, budget=budget,
-            cooldown=cooldown, breaker=breaker, hooks=hooks, rng=rng, sleep=sleep,
+            cooldown=cooldown, breaker=breaker, store=store, hooks=hooks, rng=rng, sleep=sleep,
             clock=clock or time.monotonic, wallclock=wallclock, contact=contact,
             auto_idempotency_key=auto_idempotency_key, attempt_header=attempt_header,
         )
@@ -483,6 +494,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
         breaker: CircuitBreaker | None = None,
+        store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
         auto_idempotency_key: bool = False,
@@ -502,7 +514,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         """
         self._controller, self._transport = _configure(
             self._flavour, transport, kwargs, sync=False, policy=policy, budget=budget,
-            cooldown=cooldown, breaker=breaker, hooks=hooks, rng=rng, sleep=sleep,
+            cooldown=cooldown, breaker=breaker, store=store, hooks=hooks, rng=rng, sleep=sleep,
             clock=clock or anyio.current_time, wallclock=wallclock, contact=contact,
             auto_idempotency_key=auto_idempotency_key, attempt_header=attempt_header,
         )

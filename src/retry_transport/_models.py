@@ -117,6 +117,9 @@ class RetryEvent:
         stop_reason: why the transport gave up (``None`` for a retry).
         signal: the header that set the floor of ``wait`` (``"retry-after"``, a rate-limit
             reset header, ...), or ``None`` when the backoff alone decided it.
+        learned: True for a breaker transition learned through the breaker's store (another
+            process or breaker saw it; ``method`` is then ``""``, ``url`` the origin and
+            ``attempt`` 0); False for everything this transport or breaker saw itself.
     """
 
     kind: Literal[
@@ -130,6 +133,7 @@ class RetryEvent:
     error: str | None
     stop_reason: StopReason | None
     signal: str | None = None
+    learned: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,427 @@
+"""RedisStore: cooldowns and breaker transitions shared by every process that uses one Redis.
+
+Events travel, decisions stay local. A cooldown or a breaker opening seen by one process is
+written to Redis (a key whose TTL ends with the event) and published on one channel; a
+background thread in every process subscribes and hands what arrives to its transports and
+breakers, which keep checking their own tables as without a store. So the request path
+never waits on Redis, with one exception: electing a half-open probe fleet-wide (a
+set-if-absent on a key whose expiry bounds the probe), which waits at most the socket
+timeout and falls back to electing locally.
+
+Redis down, slow or gone: the thread notices (a command fails or times out), logs one
+WARNING, reconnects with backoff up to 2 s, then logs one INFO, reloads the current state
+and publishes again this process's events that are not over.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import random
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from ._store import EventKind, MemoryStore, _seconds
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["RedisStore"]
+
+logger: Final = logging.getLogger("retry_transport")
+
+#: Seconds the thread waits for a message before it looks at what it has to send.
+_POLL: Final = 0.05
+#: Seconds between the thread's health checks of a quiet connection.
+_PING_EVERY: Final = 1.0
+#: Reconnection backoff: the first wait, and the cap (seconds).
+_BACKOFF_FIRST: Final = 0.1
+_BACKOFF_CAP: Final = 2.0
+#: Events waiting to be sent while Redis is slow; older ones are dropped past this (this
+#: process's own events are sent again when the connection comes back).
+_OUTBOX: Final = 10_000
+
+# KEYS[1] the event's key, KEYS[2] the channel; ARGV: end (wall-clock seconds), the value,
+# TTL in ms, the message. Written only if the end moves later than the one stored.
+_LATER: Final = """
+local old = redis.call('GET', KEYS[1])
+if old then
+  local ends = tonumber(string.match(old, '^(%S+)'))
+  if ends and ends >= tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('PUBLISH', KEYS[2], ARGV[4])
+return 1
+"""
+
+# KEYS: the origin's probe slots; ARGV: this probe's token, the lease in ms. Returns the
+# slot taken (1-based), or minus the milliseconds until the first slot frees.
+_ELECT: Final = """
+for i, key in ipairs(KEYS) do
+  if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then return i end
+end
+local soonest = tonumber(ARGV[2])
+for _, key in ipairs(KEYS) do
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < soonest then soonest = left end
+end
+return -math.max(soonest, 1)
+"""
+
+# KEYS[1] a probe slot; ARGV[1] the token that took it: freed only by its holder.
+_RELEASE: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _ms(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+class RedisStore(MemoryStore):
+    """Shares cooldowns and breaker transitions between processes through Redis.
+
+    Give it to every transport (``store=``) and breaker (``CircuitBreaker(store=...)``) of
+    every worker: when one worker is told ``429 Retry-After: 30``, the others hold their
+    requests to that origin too; when one worker's breaker opens, the others' open; half-open
+    probes are elected among them all. The retry budget stays per process.
+
+    Create one store per process (after forking: a store's thread does not survive a
+    fork) and close it when done; one store may serve any number of transports and
+    breakers, sync and async, of both flavours.
+
+    Args:
+        url: the Redis server, as ``redis.Redis.from_url`` reads it
+            (``redis://[:password@]host:port/db``, ``rediss://`` for TLS,
+            ``unix:///path``). Default ``redis://localhost:6379/0``.
+        prefix: the start of every key and of the channel, so that several applications
+            can share one Redis. Default ``"retry-transport:"``.
+        socket_timeout: seconds any Redis command may take (connecting included) before
+            the store treats Redis as lost. Default 0.25: the longest a request can wait on
+            the store (only when it is elected as a half-open probe). The client
+            library's own command retries are off.
+        connect_timeout: seconds the constructor waits to subscribe and load the current
+            cooldowns and breaks. Default 1.0. An unreachable Redis makes it return at once
+            and connect later.
+        probe_lease: seconds a half-open probe holds its fleet-wide slot at most. Default
+            30.0.
+        wallclock: the POSIX time in seconds, in which the fleet's times are written.
+            Default ``time.time`` (hosts should keep their clocks in sync, as with NTP).
+
+    Raises:
+        ImportError: the ``redis`` package is missing (``pip install
+            'retry-transport[redis]'``).
+        ValueError: an invalid argument (the message names it).
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://localhost:6379/0",
+        *,
+        prefix: str = "retry-transport:",
+        socket_timeout: float = 0.25,
+        connect_timeout: float = 1.0,
+        probe_lease: float = 30.0,
+        wallclock: Callable[[], float] | None = None,
+    ) -> None:
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError:
+            raise ImportError(
+                "RedisStore needs the redis package: pip install 'retry-transport[redis]'"
+            ) from None
+        if not isinstance(url, str) or not url.strip():
+            raise ValueError(f"url must be a Redis URL, got {url!r}")
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"prefix must be a non-empty string, got {prefix!r}")
+        self.socket_timeout = _seconds("socket_timeout", socket_timeout, high=3600)
+        self.connect_timeout = _seconds("connect_timeout", connect_timeout, high=3600)
+        super().__init__(probe_lease=probe_lease, wallclock=wallclock)
+        self.url = url
+        self.prefix = prefix
+        no_retry = Retry(NoBackoff(), 0)
+        try:
+            pool = redis.ConnectionPool.from_url(
+                url,
+                socket_timeout=self.socket_timeout,
+                socket_connect_timeout=self.socket_timeout,
+                retry=no_retry,
+                decode_responses=True,
+            )
+        except ValueError as exc:
+            raise ValueError(f"url must be a Redis URL, got {url!r}: {exc}") from None
+        self._redis: redis.Redis = redis.Redis(connection_pool=pool, retry=no_retry)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._later = self._redis.register_script(_LATER)
+        self._elect_script = self._redis.register_script(_ELECT)
+        self._release_script = self._redis.register_script(_RELEASE)
+        self._channel = prefix + "events"
+        self._sender = uuid.uuid4().hex
+        self._tokens = (f"{self._sender}:{n}" for n in itertools.count(1))
+        # This process's events that are not over, sent again after a reconnection.
+        self._own_cooldowns: dict[str, tuple[float, str]] = {}
+        self._own_opens: dict[str, tuple[float, float]] = {}
+        # Probe slots this process holds in Redis: origin -> [(key, token)].
+        self._held: dict[str, list[tuple[str, str]]] = {}
+        self._outbox: deque[Callable[[], object]] = deque(maxlen=_OUTBOX)
+        self.connected = False
+        self._lost_logged = False
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"retry-transport store {_redacted(url)}", daemon=True
+        )
+        self._thread.start()
+        self._ready.wait(self.connect_timeout)
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "not connected"
+        return f"RedisStore({_redacted(self.url)!r}, prefix={self.prefix!r}, {state})"
+
+    def close(self) -> None:
+        """Stop the background thread and close the connections. Members keep what they
+        learned; nothing more is shared. Idempotent."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(self.socket_timeout * 4 + 1.0)
+        self.connected = False
+        try:
+            self._redis.connection_pool.disconnect()
+        except self._errors:  # pragma: no cover - closing a dead connection
+            pass
+
+    # -- what the members' events become ------------------------------------------------
+
+    def _share(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        if self._stop.is_set():
+            return
+        with self._lock:
+            if kind == "cooldown":
+                self._own_cooldowns[origin] = (until, str(extra))
+            elif kind == "open":
+                self._own_opens[origin] = (until, float(extra))
+            else:
+                self._own_opens.pop(origin, None)
+        if self.connected:  # else sent when the connection is back
+            self._outbox.append(lambda: self._send(kind, origin, until, extra))
+
+    def _send(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        """Write and publish one event (on the store's thread)."""
+        message = json.dumps(
+            {"k": kind, "o": origin, "u": until, "x": extra, "f": self._sender},
+            separators=(",", ":"),
+        )
+        if kind == "close":
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.delete(self._key("open", origin))
+            pipe.publish(self._channel, message)
+            pipe.execute()
+            return
+        remaining = until - self.wallclock()
+        if remaining <= 0:
+            return
+        value = f"{until!r} {extra}"
+        self._later(
+            keys=[self._key(kind, origin), self._channel],
+            args=[repr(until), value, _ms(remaining), message],
+        )
+
+    def _elect(self, origin: str, slots: int) -> float | None:
+        if not self.connected:
+            return super()._elect(origin, slots)  # each process elects its own
+        token = next(self._tokens)
+        keys = [self._key("probe", origin) + f":{n}" for n in range(1, slots + 1)]
+        try:
+            answer = int(
+                self._elect_script(keys=keys, args=[token, _ms(self.probe_lease)])
+            )
+        except self._errors as exc:
+            self._trouble(exc)
+            return super()._elect(origin, slots)
+        if answer < 0:
+            return -answer / 1000
+        with self._lock:
+            self._held.setdefault(origin, []).append((keys[answer - 1], token))
+        return None
+
+    def _release(self, origin: str) -> None:
+        with self._lock:
+            held = self._held.get(origin)
+            slot = held.pop(0) if held else None
+            if held is not None and not held:
+                del self._held[origin]
+        if slot is None:
+            super()._release(origin)  # elected locally, while Redis was away
+        elif self.connected:
+            key, token = slot
+            self._outbox.append(lambda: self._release_script(keys=[key], args=[token]))
+        # else: the slot's lease ends it
+
+    def _key(self, kind: str, origin: str) -> str:
+        return f"{self.prefix}{kind}:{origin}"
+
+    def _trouble(self, exc: BaseException) -> None:
+        """A command failed: Redis is lost until the thread reconnects."""
+        if self.connected:
+            self.connected = False
+            self._lost(exc)
+
+    def _lost(self, exc: BaseException) -> None:
+        if not self._lost_logged:
+            self._lost_logged = True
+            logger.warning(
+                "Lost the store at %s (%s): cooldowns and breaker transitions are not shared "
+                "until it is back; requests go on with what this process knows",
+                _redacted(self.url), type(exc).__name__,
+            )
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = _BACKOFF_FIRST
+        rng = random.Random()
+        while not self._stop.is_set():
+            pubsub = self._redis.pubsub()  # type: ignore[no-untyped-call]
+            try:
+                self._connect(pubsub)
+                backoff = _BACKOFF_FIRST
+                self._pump(pubsub)
+            except self._errors as exc:
+                self.connected = False
+                self._lost(exc)
+            except Exception:  # a defect: say so, keep the process's requests going
+                self.connected = False
+                logger.exception("The store's thread for %s failed", _redacted(self.url))
+            finally:
+                self._ready.set()
+                try:
+                    pubsub.reset()
+                except self._errors:  # pragma: no cover - closing a dead connection
+                    pass
+            if self._stop.wait(backoff * (0.5 + rng.random() / 2)):
+                break
+            backoff = min(backoff * 2, _BACKOFF_CAP)
+
+    def _connect(self, pubsub: Any) -> None:
+        """Subscribe, then load what is current, then send this process's events again."""
+        pubsub.subscribe(self._channel)
+        # The confirmation: once it is in, nothing published from now on is missed.
+        message = pubsub.get_message(timeout=self.socket_timeout)
+        if message is None or message.get("type") != "subscribe":
+            raise TimeoutError("no confirmation of the subscription")
+        self._load("cooldown")
+        self._load("open")
+        self._outbox.clear()
+        now = self.wallclock()
+        with self._lock:
+            own: list[tuple[EventKind, str, float, str | float]] = [
+                ("cooldown", o, u, s) for o, (u, s) in self._own_cooldowns.items()
+            ]
+            own += [("open", o, u, b) for o, (u, b) in self._own_opens.items()]
+        for kind, origin, until, extra in own:
+            if until > now:
+                self._send(kind, origin, until, extra)
+        self.connected = True
+        if self._lost_logged:
+            self._lost_logged = False
+            logger.info(
+                "The store at %s is back: sharing cooldowns and breaker transitions again",
+                _redacted(self.url),
+            )
+        self._ready.set()
+
+    def _load(self, kind: EventKind) -> None:
+        start = self._key(kind, "")
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", start) + "*"
+        keys = list(self._redis.scan_iter(match=pattern, count=1000))
+        for batch in (keys[i:i + 500] for i in range(0, len(keys), 500)):
+            for key, value in zip(batch, self._redis.mget(batch), strict=True):
+                fields = value.split(" ", 1) if isinstance(value, str) else ()
+                event = self._event(kind, key[len(start):], *fields)
+                if event is not None:
+                    self._learn(*event)
+
+    def _pump(self, pubsub: Any) -> None:
+        """Send what the members did, deliver what the fleet did, until trouble."""
+        clock = time.monotonic
+        next_ping = clock() + _PING_EVERY
+        outbox = self._outbox
+        while not self._stop.is_set():
+            if not self.connected:  # a request's command failed
+                raise TimeoutError("a command on the request path failed")
+            while outbox:
+                outbox.popleft()()
+            message = pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL)
+            if message is not None and message.get("type") == "message":
+                self._receive(message.get("data"))
+            if clock() >= next_ping:
+                self._redis.ping()
+                pubsub.ping()
+                next_ping = clock() + _PING_EVERY
+                self._expire_own()
+
+    def _receive(self, data: object) -> None:
+        """One message from the channel; anything malformed is ignored."""
+        try:
+            message = json.loads(data) if isinstance(data, (str, bytes)) else None
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or message.get("f") == self._sender:
+            return  # not ours to read, or this store's own (its members know it)
+        kind, origin, until, extra = (message.get(k) for k in ("k", "o", "u", "x"))
+        event = self._event(kind, origin, until, extra)
+        if event is not None:
+            self._learn(*event)
+
+    @staticmethod
+    def _event(kind: object, origin: object, until: object = None, extra: object = None
+               ) -> tuple[EventKind, str, float, str | float] | None:
+        """A well-formed event, or None."""
+        if not isinstance(origin, str) or not origin:
+            return None
+        if kind == "close":
+            return "close", origin, 0.0, 0.0
+        try:
+            ends = float(until)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(ends):
+            return None
+        if kind == "cooldown" and isinstance(extra, str) and extra:
+            return "cooldown", origin, ends, extra[:64]
+        if kind == "open":
+            try:
+                length = float(extra)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                return None
+            if math.isfinite(length) and length > 0:
+                return "open", origin, ends, length
+        return None
+
+    def _expire_own(self) -> None:
+        now = self.wallclock()
+        with self._lock:
+            for table in (self._own_cooldowns, self._own_opens):
+                for origin in [o for o, (until, _) in table.items() if until <= now]:
+                    del table[origin]

@@ -1,0 +1,229 @@
+"""Stores: where transports and breakers share what they learn about servers.
+
+A cooldown (an origin asked for quiet until some time) and a breaker transition (an origin's
+breaker opened, or closed again) are facts about a server, not about one client. A store
+carries them between the transports and breakers given it: :class:`MemoryStore` within one
+process, :class:`~retry_transport.RedisStore` across a fleet of processes.
+
+Events travel, decisions stay local: each transport keeps its own cooldown table and each
+breaker its own state, checked as without a store; a store only adds the events others
+saw. Times travel as wall-clock seconds (the store's ``wallclock``) and are turned into each
+member's own clock when they arrive, so members with different clocks (a virtual one
+included) can share one store.
+
+Sans-I/O like the core: this module imports no HTTP library and does no I/O; a store that
+talks to a server overrides :meth:`MemoryStore._share` (send one of this process's events)
+and calls :meth:`MemoryStore._learn` for each event that arrives.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from ._breaker import CircuitBreaker
+    from ._core import Controller
+
+__all__ = ["MemoryStore"]
+
+#: An event's kind: a cooldown started, a breaker opened, a breaker closed.
+EventKind = Literal["cooldown", "open", "close"]
+
+#: Facts tables are pruned of what is over when they grow past this (then past twice what
+#: was left), so pruning costs O(1) per event, amortised, and the tables stay bounded.
+_PRUNE_AT: Final = 1024
+
+
+def _seconds(name: str, value: object, *, high: float = 1e9) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= high
+    ):
+        raise ValueError(f"{name} must be a number of seconds > 0 and <= {high:g}, got {value!r}")
+    return float(value)
+
+
+class MemoryStore:
+    """Shares cooldowns and breaker transitions among the transports and breakers of one
+    process.
+
+    Give the same store to several transports (``store=``: they share cooldowns) and to
+    their breakers (``CircuitBreaker(store=...)``: they share transitions and elect
+    half-open probes together). :class:`~retry_transport.RedisStore` does the same across
+    processes and machines.
+
+    Args:
+        probe_lease: seconds a half-open probe holds its slot at most: a probe that neither
+            succeeds nor fails within it (its process died, say) lets another member
+            probe. Default 30.0.
+        wallclock: the POSIX time in seconds, in which times are shared. Default
+            ``time.time``; the simulator passes its virtual clock.
+    """
+
+    def __init__(
+        self, *, probe_lease: float = 30.0, wallclock: Callable[[], float] | None = None
+    ) -> None:
+        self.probe_lease = _seconds("probe_lease", probe_lease)
+        if wallclock is not None and not callable(wallclock):
+            raise ValueError(f"wallclock must be a function, got {wallclock!r}")
+        self.wallclock: Callable[[], float] = wallclock if wallclock is not None else time.time
+        self._lock = threading.Lock()
+        self._controllers: weakref.WeakSet[Controller] = weakref.WeakSet()
+        self._breakers: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
+        # What is known now, for members that join later: origin -> (until, signal) and
+        # origin -> (until, break length), in wall-clock seconds.
+        self._cooldowns: dict[str, tuple[float, str]] = {}
+        self._opens: dict[str, tuple[float, float]] = {}
+        self._prune_at = {"cooldowns": _PRUNE_AT, "opens": _PRUNE_AT}
+        # Half-open probe slots held in this process: origin -> wall-clock ends of the leases.
+        self._probes: dict[str, list[float]] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(probe_lease={self.probe_lease:g})"
+
+    def close(self) -> None:
+        """Nothing to stop for a memory store (a store that talks to a server stops)."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- members join ----------------------------------------------------------------------
+
+    def _join_cooldowns(self, controller: Controller) -> None:
+        """A transport's cooldown table joins: it is told the cooldowns running now."""
+        with self._lock:
+            self._controllers.add(controller)
+            current = list(self._cooldowns.items())
+        for origin, (until, signal) in current:
+            controller.receive_cooldown(origin, until, signal)
+
+    def _join_breaker(self, breaker: CircuitBreaker) -> None:
+        """A breaker joins: it learns the breaks running now."""
+        with self._lock:
+            self._breakers.add(breaker)
+            current = list(self._opens.items())
+        now = self.wallclock()
+        for origin, (until, break_for) in current:
+            if until > now:
+                breaker._learn(origin, "open", until - now, break_for)
+
+    # -- events of this process's members --------------------------------------------------
+
+    def _cooldown(self, source: Controller, origin: str, remaining: float, signal: str) -> None:
+        """``source`` started (or lengthened) a cooldown of ``remaining`` seconds."""
+        until = self.wallclock() + remaining
+        if self._note_cooldown(origin, until, signal):
+            self._tell_controllers(origin, until, signal, source)
+            self._share("cooldown", origin, until, signal)
+
+    def _opened(self, source: CircuitBreaker, origin: str, remaining: float,
+                break_for: float) -> None:
+        """``source``'s breaker for ``origin`` opened for ``remaining`` seconds."""
+        until = self.wallclock() + remaining
+        with self._lock:
+            self._opens[origin] = (until, break_for)
+            self._prune("opens", until - remaining)
+            others = [b for b in self._breakers if b is not source]
+        for breaker in others:
+            breaker._learn(origin, "open", remaining, break_for)
+        self._share("open", origin, until, break_for)
+
+    def _closed(self, source: CircuitBreaker, origin: str) -> None:
+        """``source``'s breaker for ``origin`` closed (a probe succeeded)."""
+        with self._lock:
+            self._opens.pop(origin, None)
+            others = [b for b in self._breakers if b is not source]
+        for breaker in others:
+            breaker._learn(origin, "close", 0.0, 0.0)
+        self._share("close", origin, 0.0, 0.0)
+
+    def _elect(self, origin: str, slots: int) -> float | None:
+        """May this member send a half-open probe to ``origin``? ``None``: yes, it holds
+        one of the ``slots`` (give it back with :meth:`_release`); else the seconds until a
+        slot frees at the latest."""
+        now = self.wallclock()
+        with self._lock:
+            leases = [end for end in self._probes.get(origin, ()) if end > now]
+            if len(leases) < slots:
+                leases.append(now + self.probe_lease)
+                self._probes[origin] = leases
+                return None
+            self._probes[origin] = leases
+            return min(leases) - now
+
+    def _release(self, origin: str) -> None:
+        """A probe this member was elected for is over: its slot is free."""
+        with self._lock:
+            leases = self._probes.get(origin)
+            if leases:
+                leases.pop(0)
+                if not leases:
+                    del self._probes[origin]
+
+    # -- for stores that talk to a server ------------------------------------------------
+
+    def _share(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        """Send one of this process's events to the others (a memory store has none)."""
+
+    def _learn(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        """An event from another process: tell every member. ``until`` is wall-clock;
+        ``extra`` the cooldown's signal or the break's length."""
+        if kind == "cooldown":
+            signal = str(extra)
+            if self._note_cooldown(origin, until, signal):
+                self._tell_controllers(origin, until, signal, None)
+            return
+        with self._lock:
+            if kind == "open":
+                known = self._opens.get(origin)
+                if known is not None and known[0] >= until:
+                    return
+                self._opens[origin] = (until, float(extra))
+                self._prune("opens", self.wallclock())
+            else:
+                self._opens.pop(origin, None)
+            breakers = list(self._breakers)
+        remaining = until - self.wallclock()
+        for breaker in breakers:
+            if kind == "close":
+                breaker._learn(origin, "close", 0.0, 0.0)
+            elif remaining > 0.0:
+                breaker._learn(origin, "open", remaining, float(extra))
+
+    # -- inside ------------------------------------------------------------------------------
+
+    def _note_cooldown(self, origin: str, until: float, signal: str) -> bool:
+        """Record a cooldown; False if one as long is already known (nothing to tell)."""
+        with self._lock:
+            known = self._cooldowns.get(origin)
+            if known is not None and known[0] >= until:
+                return False
+            self._cooldowns[origin] = (until, signal)
+            self._prune("cooldowns", self.wallclock())
+            return True
+
+    def _tell_controllers(self, origin: str, until: float, signal: str,
+                          source: Controller | None) -> None:
+        with self._lock:
+            others = [c for c in self._controllers if c is not source]
+        for controller in others:
+            controller.receive_cooldown(origin, until, signal)
+
+    def _prune(self, name: Literal["cooldowns", "opens"], now: float) -> None:
+        """Drop what is over once a table has grown (under the lock)."""
+        table: dict[str, tuple[float, object]] = getattr(self, "_" + name)
+        if len(table) < self._prune_at[name]:
+            return
+        for origin in [o for o, (until, _) in table.items() if until <= now]:
+            del table[origin]
+        self._prune_at[name] = max(_PRUNE_AT, 2 * len(table))
