@@ -19,11 +19,13 @@ import itertools
 import json
 import logging
 import math
+import os
 import random
 import re
 import threading
 import time
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -177,23 +179,38 @@ class RedisStore(MemoryStore):
         self._elect_script = self._redis.register_script(_ELECT)
         self._release_script = self._redis.register_script(_RELEASE)
         self._channel = prefix + "events"
-        self._sender = uuid.uuid4().hex
-        self._tokens = (f"{self._sender}:{n}" for n in itertools.count(1))
         # This process's events that are not over, sent again after a reconnection.
         self._own_cooldowns: dict[str, tuple[float, str]] = {}
         self._own_opens: dict[str, tuple[float, float]] = {}
         # Probe slots this process holds in Redis: origin -> [(key, token)].
         self._held: dict[str, list[tuple[str, str]]] = {}
+        self._start()
+        self._ready.wait(self.connect_timeout)
+        if hasattr(os, "register_at_fork"):  # a worker forked from this process: its own
+            store = weakref.ref(self)       # sender, its own thread (Celery's prefork...)
+            os.register_at_fork(after_in_child=lambda: _restart(store))
+
+    def _start(self) -> None:
+        self._sender = uuid.uuid4().hex
+        self._tokens = (f"{self._sender}:{n}" for n in itertools.count(1))
         self._outbox: deque[Callable[[], object]] = deque(maxlen=_OUTBOX)
         self.connected = False
         self._lost_logged = False
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, name=f"retry-transport store {_redacted(url)}", daemon=True
+            target=self._run, name=f"retry-transport store {_redacted(self.url)}",
+            daemon=True,
         )
         self._thread.start()
-        self._ready.wait(self.connect_timeout)
+
+    def _forked(self) -> None:
+        """In a child process: the parent's thread, probes and events are not ours."""
+        self._lock = threading.Lock()
+        self._held.clear()
+        self._own_cooldowns.clear()
+        self._own_opens.clear()
+        self._start()
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
@@ -333,6 +350,9 @@ class RedisStore(MemoryStore):
         self._load("cooldown")
         self._load("open")
         self._outbox.clear()
+        # Connected from here: what members do from now on is queued; what they did
+        # before is in the own tables, sent below (both, at worst: the script keeps one).
+        self.connected = True
         now = self.wallclock()
         with self._lock:
             own: list[tuple[EventKind, str, float, str | float]] = [
@@ -342,7 +362,6 @@ class RedisStore(MemoryStore):
         for kind, origin, until, extra in own:
             if until > now:
                 self._send(kind, origin, until, extra)
-        self.connected = True
         if self._lost_logged:
             self._lost_logged = False
             logger.info(
@@ -425,3 +444,10 @@ class RedisStore(MemoryStore):
             for table in (self._own_cooldowns, self._own_opens):
                 for origin in [o for o, (until, _) in table.items() if until <= now]:
                     del table[origin]
+
+
+def _restart(store: weakref.ref[RedisStore]) -> None:
+    """After a fork, in the child: a store that was running runs again, as the child's."""
+    alive = store()
+    if alive is not None and not alive._stop.is_set():
+        alive._forked()

@@ -23,13 +23,15 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 if TYPE_CHECKING:
     from ._breaker import CircuitBreaker
     from ._core import Controller
 
 __all__ = ["MemoryStore"]
+
+_Store = TypeVar("_Store", bound="MemoryStore")
 
 #: An event's kind: a cooldown started, a breaker opened, a breaker closed.
 EventKind = Literal["cooldown", "open", "close"]
@@ -91,7 +93,7 @@ class MemoryStore:
     def close(self) -> None:
         """Nothing to stop for a memory store (a store that talks to a server stops)."""
 
-    def __enter__(self) -> MemoryStore:
+    def __enter__(self: _Store) -> _Store:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

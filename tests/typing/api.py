@@ -145,3 +145,15 @@ def attempt_numbers() -> None:
     rt.RetryTransport(attempt_header="x-attempt")
     rt.AsyncRetryTransport(attempt_header=None)
     rt.RetryTransport(attempt_header=1)  # type: ignore[arg-type]
+
+
+def shared_state() -> None:
+    with rt.RedisStore("redis://localhost:6379/0", prefix="app:", socket_timeout=0.1) as store:
+        breaker = rt.CircuitBreaker(store=store, half_open_probes=2)
+        sync = rt.RetryTransport(store=store, breaker=breaker)
+        asynchronous = rt.AsyncRetryTransport(store=store, breaker=breaker)
+        connected: bool = store.connected
+        del sync, asynchronous, connected
+    local: rt.MemoryStore = rt.MemoryStore(probe_lease=10.0)
+    rt.RetryTransport(store=local).close()
+    rt.RetryTransport(store="redis://localhost")  # type: ignore[arg-type]
