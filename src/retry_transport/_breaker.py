@@ -49,6 +49,9 @@ _BUCKETS: Final = 10
 #: refuses it (seconds until a probe may go, 0.0 while every probe slot is taken).
 Admission = float | None
 
+#: Seconds a breaker refused a probe slot by its store waits before asking the store again.
+_RECHECK: Final = 1.0
+
 _NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answer
 _PASS: Final[tuple[Admission, int, list[str]]] = (None, 0, _NO_TRANSITIONS)
 
@@ -242,13 +245,15 @@ class CircuitBreaker:
             period = entry.period
         if self.store is None:
             return None, period, transitions
-        busy = self.store._elect(origin, self.half_open_probes)  # outside the lock
+        busy = self.store._elect(origin, self.half_open_probes, self, period)  # unlocked
         if busy is None:
             return None, period, transitions
         with self._lock:
             if entry.period == period and entry.probes > 0:
                 entry.probes -= 1
-            entry.fleet_busy_until = now + min(busy, self.store.probe_lease)
+            # Ask again within a second: a probe elsewhere may end without a verdict, and
+            # give its slot back, long before its lease would end.
+            entry.fleet_busy_until = now + min(busy, _RECHECK)
         return 0.0, 0, transitions
 
     def record(self, origin: str, failure: bool, probe: int = 0) -> list[str]:
@@ -258,7 +263,7 @@ class CircuitBreaker:
         if self.store is None:
             return self._record(origin, failure, probe)
         if probe:
-            self.store._release(origin)  # the fleet's slot, whatever happened here since
+            self.store._release(origin, self, probe)  # the fleet's slot, whatever happened
         transitions = self._record(origin, failure, probe)
         if transitions:
             self._flush()
@@ -312,7 +317,10 @@ class CircuitBreaker:
         """A probe (of the half-open period ``probe``, default: the current one) ended
         without a verdict: free its slot, unless that period is over."""
         if self.store is not None:
-            self.store._release(origin)
+            with self._lock:
+                entry = self._origins.get(origin)
+                period = probe if probe is not None else entry.period if entry else 0
+            self.store._release(origin, self, period)
         with self._lock:
             entry = self._origins.get(origin)
             if (

@@ -415,7 +415,10 @@ class Controller:
             return
         wall, now = store.wallclock(), self.clock()
         while inbox:
-            origin, until, signal = inbox.popleft()
+            try:
+                origin, until, signal = inbox.popleft()
+            except IndexError:  # another thread took the last one
+                return
             if until > wall:
                 self.start_cooldown(origin, now + (until - wall), signal, share=False)
 

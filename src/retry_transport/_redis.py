@@ -182,8 +182,9 @@ class RedisStore(MemoryStore):
         # This process's events that are not over, sent again after a reconnection.
         self._own_cooldowns: dict[str, tuple[float, str]] = {}
         self._own_opens: dict[str, tuple[float, float]] = {}
-        # Probe slots this process holds in Redis: origin -> [(key, token)].
-        self._held: dict[str, list[tuple[str, str]]] = {}
+        # Probe slots this process holds in Redis: (origin, holder id, period) -> [(key,
+        # token)].
+        self._held: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
         self._start()
         self._ready.wait(self.connect_timeout)
         if hasattr(os, "register_at_fork"):  # a worker forked from this process: its own
@@ -264,9 +265,9 @@ class RedisStore(MemoryStore):
             args=[repr(until), value, _ms(remaining), message],
         )
 
-    def _elect(self, origin: str, slots: int) -> float | None:
+    def _elect(self, origin: str, slots: int, holder: object, period: int) -> float | None:
         if not self.connected:
-            return super()._elect(origin, slots)  # each process elects its own
+            return super()._elect(origin, slots, holder, period)  # each process its own
         token = next(self._tokens)
         keys = [self._key("probe", origin) + f":{n}" for n in range(1, slots + 1)]
         try:
@@ -275,23 +276,28 @@ class RedisStore(MemoryStore):
             )
         except self._errors as exc:
             self._trouble(exc)
-            return super()._elect(origin, slots)
+            return super()._elect(origin, slots, holder, period)
         if answer < 0:
             return -answer / 1000
         with self._lock:
-            self._held.setdefault(origin, []).append((keys[answer - 1], token))
+            self._held.setdefault((origin, id(holder), period), []).append(
+                (keys[answer - 1], token)
+            )
         return None
 
-    def _release(self, origin: str) -> None:
+    def _release(self, origin: str, holder: object, period: int) -> None:
+        mine = (origin, id(holder), period)
         with self._lock:
-            held = self._held.get(origin)
+            held = self._held.get(mine)
             slot = held.pop(0) if held else None
             if held is not None and not held:
-                del self._held[origin]
+                del self._held[mine]
         if slot is None:
-            super()._release(origin)  # elected locally, while Redis was away
+            super()._release(origin, holder, period)  # elected locally, Redis was away
         elif self.connected:
             key, token = slot
+            # Freed only if this token still holds it (its lease may be over, the slot
+            # someone else's).
             self._outbox.append(lambda: self._release_script(keys=[key], args=[token]))
         # else: the slot's lease ends it
 

@@ -84,8 +84,9 @@ class MemoryStore:
         self._cooldowns: dict[str, tuple[float, str]] = {}
         self._opens: dict[str, tuple[float, float]] = {}
         self._prune_at = {"cooldowns": _PRUNE_AT, "opens": _PRUNE_AT}
-        # Half-open probe slots held in this process: origin -> wall-clock ends of the leases.
-        self._probes: dict[str, list[float]] = {}
+        # Half-open probe slots held in this process: origin -> leases (wall-clock end,
+        # the holder's id, its half-open period), oldest first.
+        self._probes: dict[str, list[tuple[float, int, int]]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(probe_lease={self.probe_lease:g})"
@@ -149,28 +150,34 @@ class MemoryStore:
             breaker._learn(origin, "close", 0.0, 0.0)
         self._share("close", origin, 0.0, 0.0)
 
-    def _elect(self, origin: str, slots: int) -> float | None:
-        """May this member send a half-open probe to ``origin``? ``None``: yes, it holds
-        one of the ``slots`` (give it back with :meth:`_release`); else the seconds until a
-        slot frees at the latest."""
+    def _elect(self, origin: str, slots: int, holder: object, period: int) -> float | None:
+        """May ``holder`` (a breaker) send a half-open probe to ``origin`` in its half-open
+        ``period``? ``None``: yes, it holds one of the ``slots`` until :meth:`_release`
+        (or the lease ends); else the seconds until a slot frees at the latest."""
         now = self.wallclock()
         with self._lock:
-            leases = [end for end in self._probes.get(origin, ()) if end > now]
+            leases = [lease for lease in self._probes.get(origin, ()) if lease[0] > now]
             if len(leases) < slots:
-                leases.append(now + self.probe_lease)
+                leases.append((now + self.probe_lease, id(holder), period))
                 self._probes[origin] = leases
                 return None
             self._probes[origin] = leases
-            return min(leases) - now
+            return min(lease[0] for lease in leases) - now
 
-    def _release(self, origin: str) -> None:
-        """A probe this member was elected for is over: its slot is free."""
+    def _release(self, origin: str, holder: object, period: int) -> None:
+        """A probe ``holder`` was elected for in ``period`` is over: its slot is free (a
+        slot whose lease ended meanwhile may be someone else's now, and stays theirs)."""
         with self._lock:
             leases = self._probes.get(origin)
-            if leases:
-                leases.pop(0)
-                if not leases:
-                    del self._probes[origin]
+            if not leases:
+                return
+            mine = (id(holder), period)
+            for index, lease in enumerate(leases):
+                if lease[1:] == mine:
+                    del leases[index]
+                    break
+            if not leases:
+                del self._probes[origin]
 
     # -- for stores that talk to a server ------------------------------------------------
 
