@@ -50,7 +50,6 @@ import sysconfig
 import threading
 import uuid
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
@@ -329,10 +328,12 @@ class Controller:
         # RetryInfo of a first-attempt outcome that is not retried, by status: immutable,
         # so one object serves every such response.
         self.single_infos: dict[int, RetryInfo] = {}
-        # Cooldowns other members of the store started, in wall-clock time: (origin, until,
-        # signal). Filled by whichever thread delivers them, emptied by the next request,
-        # which turns them into this transport's clock (an event loop's, perhaps).
-        self.inbox: deque[tuple[str, float, str]] = deque()
+        # Cooldowns other members of the store started, in wall-clock time: origin ->
+        # (until, signal), the latest per origin, so an idle transport's inbox stays as
+        # small as the store's table. Filled by whichever thread delivers them, emptied by
+        # the next request, which turns them into this transport's clock (an event loop's).
+        self.inbox: dict[str, tuple[float, str]] = {}
+        self._inbox_lock = threading.Lock()
         self.store = store if cooldown else None
         if self.store is not None:
             self.store._join_cooldowns(self)
@@ -405,20 +406,20 @@ class Controller:
     def receive_cooldown(self, origin: str, until: float, signal: str) -> None:
         """Another member of the store started a cooldown until ``until`` (wall-clock
         seconds): applied at this transport's next request (any thread may call this)."""
-        self.inbox.append((origin, until, signal))
+        with self._inbox_lock:
+            known = self.inbox.get(origin)
+            if known is None or until > known[0]:
+                self.inbox[origin] = (until, signal)
 
     def take_inbox(self) -> None:
         """Apply the cooldowns received, as if this transport had started them."""
-        store, inbox = self.store, self.inbox
-        if store is None:
-            inbox.clear()
+        with self._inbox_lock:
+            inbox, self.inbox = self.inbox, {}
+        store = self.store
+        if store is None or not inbox:
             return
         wall, now = store.wallclock(), self.clock()
-        while inbox:
-            try:
-                origin, until, signal = inbox.popleft()
-            except IndexError:  # another thread took the last one
-                return
+        for origin, (until, signal) in inbox.items():
             if until > wall:
                 self.start_cooldown(origin, now + (until - wall), signal, share=False)
 
