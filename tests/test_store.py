@@ -858,7 +858,7 @@ def test_a_learned_transition_is_not_echoed() -> None:
     assert store.shared == [("open", ORIGIN, WALL + 5.0, 5.0)]
 
 
-# -- defects ----------------------------------------------------------------------------------
+# -- regressions ------------------------------------------------------------------------------
 
 
 def test_an_idle_transports_inbox_keeps_one_entry_per_origin() -> None:
@@ -892,14 +892,13 @@ def test_an_idle_transports_inbox_keeps_one_entry_per_origin() -> None:
     assert entries <= 1, f"{entries} inbox entries for one origin"
 
 
-# -- regressions: defects of 140d47c, fixed in 03d1fe8 ----------------------------------------
 
 
 def test_a_probe_released_after_its_lease_frees_no_other_probes_slot() -> None:
     """Never more than half_open_probes in flight in all: probe 1 outlives its lease, so
     another breaker is elected as probe 2; when probe 1 then ends without a verdict, the
-    slot it gives back is its own (long over), not probe 2's. (At 140d47c
-    MemoryStore._release popped the oldest lease whoever held it, and a third breaker was
+    slot it gives back is its own (long over), not probe 2's. (MemoryStore._release once
+    popped the oldest lease whoever held it, and a third breaker was
     elected while probe 2 was in flight.)"""
     clock = FakeClock()
     wall = FakeClock(WALL)
@@ -926,7 +925,7 @@ def test_a_breaker_refused_during_a_probe_may_probe_a_second_after_its_release(
     harness: Harness,
 ) -> None:
     """A probe ends without a verdict and gives its slot back to the store; a breaker that
-    was refused while it was out may probe a second later. (At 140d47c it kept refusing,
+    was refused while it was out may probe a second later. (It used to keep refusing,
     without asking the store, until the probe's lease would have ended: probe_lease, 30 s
     by default.)"""
     wall = FakeClock(WALL)
@@ -956,17 +955,19 @@ def test_a_breaker_refused_during_a_probe_may_probe_a_second_after_its_release(
     backend.outcome = 200
     advance(1.0, harness.clock, wall)
     with httpx.Client(transport=other) as client:
-        response = client.get(URL)  # at 140d47c: CircuitOpenError, every probe slot taken
+        response = client.get(URL)  # once: CircuitOpenError, every probe slot taken
     assert response.status_code == 200
     assert theirs.state(URL) == "closed" and mine.state(URL) == "closed"
 
 
 def test_two_threads_of_one_transport_take_its_inbox_together() -> None:
     """Two threads of one transport (one httpx.Client shared, as usual) both start a
-    request while a learned cooldown waits in its inbox. Controller.take_inbox checks
-    ``while inbox`` and then pops: at 140d47c the thread that checked first popped an empty
-    deque and its request raised IndexError. The window is made deterministic with a line
-    trace that pauses the first thread between the check and the pop."""
+    request while a learned cooldown waits in its inbox: the first is paused after it took
+    the inbox, before it applied it, and the second runs meanwhile: neither fails, and the
+    cooldown is applied. (When the inbox was
+    a deque, checked with ``while inbox`` and then popped, the thread that checked first
+    popped an empty deque and its request raised IndexError.) The window is made
+    deterministic with a line trace that pauses the first thread in take_inbox."""
     wall = FakeClock(WALL)
     store = rt.MemoryStore(wallclock=wall)
     server = Script()
@@ -988,7 +989,7 @@ def test_two_threads_of_one_transport_take_its_inbox_together() -> None:
 
     def local(frame: Any, event: str, arg: Any) -> Any:
         line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-        if event == "line" and "popleft" in line and not paused.is_set():
+        if event == "line" and "wallclock()" in line and not paused.is_set():
             paused.set()
             resume.wait(10)
         return local
@@ -1006,10 +1007,8 @@ def test_two_threads_of_one_transport_take_its_inbox_together() -> None:
     thread = threading.Thread(target=first)
     thread.start()
     try:
-        # Paused between the check and the pop (or done: an inbox without that window).
-        deadline = time.monotonic() + 10
-        while not paused.wait(0.01) and thread.is_alive():
-            assert time.monotonic() < deadline, "the first thread is stuck"
+        # Paused after it took the inbox, before it applied what it took.
+        assert paused.wait(10), "take_inbox no longer reads the store's wallclock"
         with httpx.Client(transport=shared) as client:  # the second thread: this one
             assert client.get(B).status_code == 200
     finally:

@@ -52,14 +52,20 @@ _BACKOFF_CAP: Final = 2.0
 _OUTBOX: Final = 10_000
 
 # KEYS[1] the event's key, KEYS[2] the channel; ARGV: end (wall-clock seconds), the value,
-# TTL in ms, the message. Written only if the end moves later than the one stored.
+# TTL in ms, the message. Written only if the end moves later than the one stored. The TTL
+# is counted from when Redis runs this, not from when it was sent: a slow trip does not
+# make the key outlive its event (Redis's clock, NTP-synced like the hosts').
 _LATER: Final = """
 local old = redis.call('GET', KEYS[1])
 if old then
   local ends = tonumber(string.match(old, '^(%S+)'))
   if ends and ends >= tonumber(ARGV[1]) then return 0 end
 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local now = redis.call('TIME')
+local left = math.ceil((tonumber(ARGV[1]) - now[1] - now[2] / 1000000) * 1000)
+local ttl = math.min(tonumber(ARGV[3]), left)
+if ttl < 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
 redis.call('PUBLISH', KEYS[2], ARGV[4])
 return 1
 """
@@ -185,6 +191,8 @@ class RedisStore(MemoryStore):
         # Probe slots this process holds in Redis: (origin, holder id, period) -> [(key,
         # token)].
         self._held: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
+        # Probe slots given back and not yet freed in Redis: (key, token), oldest first.
+        self._releases: list[tuple[str, str]] = []
         self._start()
         self._ready.wait(self.connect_timeout)
         if hasattr(os, "register_at_fork"):  # a worker forked from this process: its own
@@ -193,7 +201,7 @@ class RedisStore(MemoryStore):
 
     def _start(self) -> None:
         self._sender = uuid.uuid4().hex
-        self._tokens = (f"{self._sender}:{n}" for n in itertools.count(1))
+        self._tokens = itertools.count(1)  # next() on a count is atomic: no lock
         self._outbox: deque[Callable[[], object]] = deque(maxlen=_OUTBOX)
         self.connected = False
         self._lost_logged = False
@@ -209,6 +217,7 @@ class RedisStore(MemoryStore):
         """In a child process: the parent's thread, probes and events are not ours."""
         self._lock = threading.Lock()
         self._held.clear()
+        self._releases.clear()
         self._own_cooldowns.clear()
         self._own_opens.clear()
         self._start()
@@ -268,7 +277,7 @@ class RedisStore(MemoryStore):
     def _elect(self, origin: str, slots: int, holder: object, period: int) -> float | None:
         if not self.connected:
             return super()._elect(origin, slots, holder, period)  # each process its own
-        token = next(self._tokens)
+        token = f"{self._sender}:{next(self._tokens)}"
         keys = [self._key("probe", origin) + f":{n}" for n in range(1, slots + 1)]
         try:
             answer = int(
@@ -294,12 +303,26 @@ class RedisStore(MemoryStore):
                 del self._held[mine]
         if slot is None:
             super()._release(origin, holder, period)  # elected locally, Redis was away
-        elif self.connected:
-            key, token = slot
-            # Freed only if this token still holds it (its lease may be over, the slot
-            # someone else's).
-            self._outbox.append(lambda: self._release_script(keys=[key], args=[token]))
-        # else: the slot's lease ends it
+        else:
+            # Sent now, or when the connection is back: freed only if this token still
+            # holds the slot (its lease may be over, the slot someone else's), so sending
+            # twice is harmless, and a blip does not leave the slot taken for its lease.
+            with self._lock:
+                self._releases.append(slot)
+            if self.connected:
+                self._outbox.append(self._send_releases)
+
+    def _send_releases(self) -> None:
+        """Free the probe slots given back (on the store's thread)."""
+        while True:
+            with self._lock:
+                if not self._releases:
+                    return
+                key, token = self._releases[0]
+            self._release_script(keys=[key], args=[token])
+            with self._lock:
+                if self._releases and self._releases[0] == (key, token):
+                    self._releases.pop(0)
 
     def _key(self, kind: str, origin: str) -> str:
         return f"{self.prefix}{kind}:{origin}"
@@ -356,6 +379,7 @@ class RedisStore(MemoryStore):
         self._load("cooldown")
         self._load("open")
         self._outbox.clear()
+        self._send_releases()
         # Connected from here: what members do from now on is queued; what they did
         # before is in the own tables, sent below (both, at worst: the script keeps one).
         self.connected = True

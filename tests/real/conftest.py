@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.real.redis_server import HungRedis, RedisServer
 from tests.real.servers import RawServer, ScriptedHTTPServer, closed_port
 
 
@@ -39,3 +40,45 @@ def raw_server() -> Iterator[RawServer]:
 def refused_url() -> str:
     """A URL on 127.0.0.1 whose port refuses connections."""
     return f"http://127.0.0.1:{closed_port()}/refused"
+
+
+# -- Redis (tests/real/test_redis_store.py) ---------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def _redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server(_redis_server: RedisServer) -> RedisServer:
+    """A throwaway ``redis-server`` on 127.0.0.1 shared by the session's tests (each test
+    uses keys of its own prefix). Skips when ``redis-server`` is missing, unless
+    ``RETRY_TRANSPORT_REQUIRE_REDIS=1``: then it fails."""
+    return _redis_server
+
+
+@pytest.fixture
+def own_redis_server() -> Iterator[RedisServer]:
+    """A ``redis-server`` of this test's own, which it may kill, restart or freeze."""
+    server = RedisServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def hung_redis() -> Iterator[HungRedis]:
+    """A "Redis" that accepts connections and never answers."""
+    server = HungRedis().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,236 @@
+"""Redis for the real-Redis tests: a throwaway ``redis-server``, and a "hung" one.
+
+``RedisServer`` runs the machine's ``redis-server`` on a free port of 127.0.0.1, in a temp
+directory, with persistence off (``--save '' --appendonly no``: a restart starts empty). It
+can be killed (SIGKILL: the connections drop at once) and started again on the same port,
+or frozen (SIGSTOP: the kernel still accepts connections, nobody answers) and thawed.
+
+``HungRedis`` is a TCP server that accepts connections, reads what it is sent, and never
+answers a byte: a Redis that hangs.
+
+When ``redis-server`` or the ``redis`` package is missing the tests skip, saying why, unless
+``RETRY_TRANSPORT_REQUIRE_REDIS=1`` (CI sets it): then they fail.
+
+Every blocking call is bounded, and every process and thread stops by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+#: Longest a helper waits for a server to start or stop, in seconds.
+BOUND = 10.0
+#: Longest the hung server accepts connections if nobody stops it, in seconds.
+LIFETIME = 300.0
+
+REQUIRE = "RETRY_TRANSPORT_REQUIRE_REDIS"
+
+
+def _missing(reason: str) -> None:
+    """Skip the test, or fail it when the environment says Redis must be there."""
+    if os.environ.get(REQUIRE) == "1":
+        pytest.fail(f"{reason}, and {REQUIRE}=1 says the Redis tests must run", pytrace=False)
+    pytest.skip(f"{reason} (set {REQUIRE}=1 to make this a failure)")
+
+
+def redis_binary() -> str:
+    """The path of ``redis-server``; skips (or fails, see ``REQUIRE``) when it is missing."""
+    path = shutil.which("redis-server")
+    if path is None and os.access("/usr/bin/redis-server", os.X_OK):
+        path = "/usr/bin/redis-server"
+    if path is None:
+        _missing("redis-server is not installed (Debian: apt-get install redis-server)")
+    assert path is not None
+    return path
+
+
+def redis_module() -> ModuleType:
+    """The ``redis`` package; skips (or fails, see ``REQUIRE``) when it is missing."""
+    try:
+        import redis
+    except ImportError:
+        _missing("the redis package is not installed (pip install 'retry-transport[redis]')")
+        raise
+    return redis
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pong(port: int) -> bool:
+    """Whether a Redis on ``port`` answers PING now."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """A ``redis-server`` of its own on 127.0.0.1, without persistence, in a temp dir."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.binary = redis_binary()
+        self.port = port if port is not None else free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.dir = tempfile.mkdtemp(prefix="retry-transport-redis-")
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    def start(self) -> RedisServer:
+        """Start it (again, on the same port) and wait until it answers PING."""
+        assert self.process is None or self.process.poll() is not None, "already running"
+        if self._log is None:
+            self._log = open(os.path.join(self.dir, "redis.log"), "ab")
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", self.dir,
+                "--daemonize", "no",
+                "--loglevel", "warning",
+            ],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=self.dir,
+        )
+        end = time.monotonic() + BOUND
+        while not _pong(self.port):
+            if self.process.poll() is not None or time.monotonic() > end:
+                self._reap()
+                raise RuntimeError(f"redis-server did not start on {self.port}: {self.log()}")
+            time.sleep(0.01)
+        return self
+
+    def log(self) -> str:
+        try:
+            with open(os.path.join(self.dir, "redis.log"), "rb") as file:
+                return file.read()[-2000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: the server is gone at once, its connections dropped, its data lost."""
+        self._reap()
+
+    def freeze(self) -> None:
+        """SIGSTOP: connections stay open and new ones are accepted; nothing is answered."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Stop it for good and remove its directory. Idempotent."""
+        self._reap()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _reap(self) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.kill()  # SIGKILL also ends a frozen process
+        try:
+            process.wait(BOUND)
+        except subprocess.TimeoutExpired:  # pragma: no cover - the kernel is in trouble
+            pass
+
+    def client(self) -> Any:
+        """A plain client of this server, for a test to look at the keys."""
+        return redis_module().Redis(
+            host="127.0.0.1", port=self.port, decode_responses=True, socket_timeout=BOUND,
+            socket_connect_timeout=BOUND,
+        )
+
+
+class HungRedis:
+    """Accepts TCP connections on 127.0.0.1, reads what they send, never answers."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.connections = 0
+        self.received = 0  # bytes read (and never answered)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> HungRedis:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake_w.send(b"x")
+        self._thread.join(BOUND)
+        self._listener.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _loop(self) -> None:
+        conns: list[socket.socket] = []
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._listener, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            end = time.monotonic() + LIFETIME
+            try:
+                while not self._stopping.is_set() and time.monotonic() < end:
+                    for key, _ in selector.select(1.0):
+                        sock = key.fileobj
+                        if sock is self._wake_r:
+                            return
+                        if sock is self._listener:
+                            try:
+                                conn, _ = self._listener.accept()
+                            except BlockingIOError:
+                                continue
+                            conn.setblocking(False)
+                            conns.append(conn)
+                            selector.register(conn, selectors.EVENT_READ)
+                            with self._lock:
+                                self.connections += 1
+                            continue
+                        assert isinstance(sock, socket.socket)
+                        try:
+                            data = sock.recv(65536)
+                        except (BlockingIOError, InterruptedError):
+                            continue
+                        except OSError:
+                            data = b""
+                        if not data:  # the client hung up
+                            selector.unregister(sock)
+                            conns.remove(sock)
+                            sock.close()
+                            continue
+                        with self._lock:
+                            self.received += len(data)
+            finally:
+                for conn in conns:
+                    conn.close()
