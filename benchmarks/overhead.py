@@ -1103,6 +1103,34 @@ def run_breaker(report: Report, settings: Settings) -> None:
     )
 
 
+def run_store(report: Report, settings: Settings) -> None:
+    """Section 8: what sharing through a store adds to the success path (nothing travels on
+    it: the transport checks its own table, and a breaker its own state)."""
+    mock = httpx.MockTransport(_ok)
+    store = rt.MemoryStore()
+    report.add(
+        "store",
+        measure_sync(
+            "[8] sync, MockTransport, a transport and a breaker sharing through a store",
+            {
+                "no store": _direct_sync(
+                    rt.RetryTransport(mock, breaker=rt.CircuitBreaker()).handle_request,
+                    _request(),
+                ),
+                "MemoryStore": _direct_sync(
+                    rt.RetryTransport(
+                        mock, store=store, breaker=rt.CircuitBreaker(store=store)
+                    ).handle_request,
+                    _request(),
+                ),
+            },
+            settings.requests,
+            BLOCK_DIRECT,
+            settings,
+        ),
+    )
+
+
 def run_memory(report: Report, settings: Settings) -> None:
     n = settings.memory_requests
     print(f"\n[4] memory: {n} successful requests, handle_request called directly")
@@ -1306,6 +1334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_cooldowns(report, settings)
     run_httpx2(report, settings)
     run_breaker(report, settings)
+    run_store(report, settings)
     run_memory(report, settings)
     print_targets(report, peers)
     print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")

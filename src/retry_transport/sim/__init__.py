@@ -47,13 +47,21 @@ The sustained-outage model (:func:`run_outage`: steady traffic through one clien
 service answers 503, with or without a retry budget and a circuit breaker; ``LONG_OUTAGE``
 is the two-minute outage the command measures the breaker in) and the rate-limited API
 model (:func:`run_rate_limited`: callers against a fixed-window quota, with and without
-pacing by its rate-limit headers) are described in their docstrings::
+pacing by its rate-limit headers) and the fleet model (:func:`run_fleet`: workers, each with
+its own transport, against one such quota, with and without a
+:class:`~retry_transport.MemoryStore` sharing their cooldowns) are described in their
+docstrings::
 
     from retry_transport import CircuitBreaker
     from retry_transport.sim import LONG_OUTAGE, run_outage
 
     run = run_outage(**LONG_OUTAGE, breaker=CircuitBreaker)  # budget + breaker
     run.attempts_in_outage, run.outage_load, run.failed, run.first_success_delay
+
+    from retry_transport.sim import run_fleet
+
+    shared, alone = run_fleet(shared=True), run_fleet(shared=False)
+    shared.rejected, alone.rejected, shared.goodput.mean, alone.goodput.mean
 """
 
 try:
@@ -65,6 +73,7 @@ except ImportError:  # pragma: no cover - trio comes with the dev extra
     ) from None
 
 from ._dist import storm_stats
+from ._fleet import run_fleet
 from ._outage import LONG_OUTAGE, BreakerFactory, run_outage
 from ._plot import plot_runs
 from ._ratelimit import run_rate_limited
@@ -72,6 +81,7 @@ from ._results import (
     Call,
     ClientResult,
     Distribution,
+    FleetResult,
     OutageResult,
     RateLimitResult,
     Reply,
@@ -105,6 +115,7 @@ __all__ = [
     "ClientResult",
     "Comparison",
     "Distribution",
+    "FleetResult",
     "OutageResult",
     "RateLimitResult",
     "Reply",
@@ -114,6 +125,7 @@ __all__ = [
     "StormStats",
     "find_seed",
     "plot_runs",
+    "run_fleet",
     "run_outage",
     "run_rate_limited",
     "run_storm",

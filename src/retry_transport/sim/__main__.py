@@ -2,9 +2,10 @@
 
 Without policy options it prints the storm's four steps as measured, the step-4 distribution,
 a comparison of jitters and of the library's defaults, a two-minute outage with neither a
-retry budget nor a circuit breaker, with the budget, and with both, and callers against a
-rate-limited API with and without pacing by its rate-limit headers. With policy options it
-runs that policy instead.
+retry budget nor a circuit breaker, with the budget, and with both, callers against a
+rate-limited API with and without pacing by its rate-limit headers, and a fleet of workers
+against a rate-limited API with and without a store sharing their cooldowns. With policy
+options it runs that policy instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .._breaker import CircuitBreaker
 from .._budget import RetryBudget
 from .._policy import Jitter, RetryPolicy
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
+from ._fleet import run_fleet
 from ._outage import LONG_OUTAGE
 from ._ratelimit import run_rate_limited
 from ._report import (
@@ -32,8 +34,9 @@ from ._report import (
     seed_table,
     stats_lines,
     stats_table,
+    wrap,
 )
-from ._results import OutageResult, RateLimitResult, StormResult, StormStats
+from ._results import FleetResult, OutageResult, RateLimitResult, StormResult, StormStats
 from ._steps import COMPARISONS, REPRESENTATIVE_SEED, STEPS
 from ._storm import StormSpec, run_storms
 
@@ -47,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Simulate the classic retry storm (six clients, a four-call service) with the real "
             "AsyncRetryTransport in virtual time. Without policy options: the storm's table, "
-            "measured, then jitters, library defaults, a sustained outage and a rate-limited "
-            "API compared. "
+            "measured, then jitters, library defaults, a sustained outage, a rate-limited API "
+            "and a fleet sharing cooldowns compared. "
             "With any policy or scenario option: that policy alone (unset policy fields "
             "take RetryPolicy() defaults)."
         ),
@@ -80,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
         "--no-rate-limit",
         action="store_true",
         help="skip the rate-limited API scenario (pacing by rate-limit headers on and off)",
+    )
+    parser.add_argument(
+        "--no-fleet",
+        action="store_true",
+        help="skip the fleet scenario (workers, each with its own transport, against one "
+        "rate-limited API, with and without a MemoryStore sharing their cooldowns)",
     )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
@@ -196,21 +205,24 @@ def _outage_section(rows: list[tuple[str, OutageResult]], out: list[str]) -> Non
     out.append(outage_summary(rows))
 
 
+def _milliseconds(times: tuple[float, float]) -> str:
+    """``(0.05, 0.15)`` as ``"50-150 ms"``."""
+    return f"{times[0] * 1000:g}-{times[1] * 1000:g} ms"
+
+
 def _rate_limit_intro(result: RateLimitResult) -> str:
-    low, high = result.call_time
-    offered = result.callers / ((low + high) / 2)
-    ratio = offered / (result.quota / result.window)
     budget = "RetryBudget()" if result.budgeted else "no budget"
     text = (
         f"Rate-limited API: {result.callers} callers send GETs back to back for "
         f"{result.duration:g} s through one AsyncClient and one AsyncRetryTransport. The "
         f"service allows {result.quota} requests per fixed {result.window:g} s window: 200 "
         "under the quota, 429 (no Retry-After) over it, both with X-RateLimit-Remaining and "
-        f"X-RateLimit-Reset (seconds to the window's end). Each call takes {low * 1000:g}-"
-        f"{high * 1000:g} ms, so the callers offer about {offered:.0f} requests/s, "
-        f"{round(ratio, 1):g}x the quota. Policy: {describe_policy(result.policy)}, {budget}; "
-        f"seed {result.seed} for both runs. held: requests a cooldown held before their first "
-        "attempt; latency: of the requests that ended in a 200, holds and retries included."
+        f"X-RateLimit-Reset (seconds to the window's end). Each call takes "
+        f"{_milliseconds(result.call_time)}, so the callers offer about {result.offered:.0f} "
+        f"requests/s, {round(result.load, 1):g}x the quota. Policy: "
+        f"{describe_policy(result.policy)}, {budget}; seed {result.seed} for both runs. "
+        "held: requests a cooldown held before their first attempt; latency: of the requests "
+        "that ended in a 200, holds and retries included."
     )
     return textwrap.fill(text, width=112)
 
@@ -235,6 +247,53 @@ def _rate_limit_rows(results: Sequence[Any]) -> list[tuple[str, RateLimitResult]
     return [("True (pacing)", paced), ("False", unpaced)]
 
 
+def _fleet_intro(result: FleetResult) -> str:
+    budget = "a RetryBudget() each" if result.budgeted else "no budget"
+    text = (
+        f"A fleet sharing cooldowns: {result.workers} workers send GETs back to back for "
+        f"{result.duration:g} s, each through its own AsyncClient and AsyncRetryTransport (its "
+        "own cooldowns and budget, as separate processes have), with one MemoryStore shared "
+        f"by their transports, and with none. The API allows {result.quota} requests per "
+        f"fixed {result.window:g} s window to the fleet: 429 over it with Retry-After (the "
+        "seconds to the window's end, rounded up), no X-RateLimit headers, so a worker learns "
+        "that the quota is spent only from a 429, its own or, with the store, a fleet-mate's. "
+        f"A 200 takes {_milliseconds(result.call_time)}, a 429 "
+        f"{_milliseconds(result.reject_time)}; the fleet offers about {result.offered:.0f} "
+        f"requests/s, {round(result.load, 1):g}x the quota. Policy: "
+        f"{describe_policy(result.policy)}, {budget}; seed {result.seed} for both runs. held: "
+        "requests a cooldown (the worker's own or one the store brought) held before their "
+        "first attempt; latency: of the requests that ended in a 200."
+    )
+    return wrap(text)
+
+
+def _fleet_summary(rows: Sequence[tuple[str, FleetResult]]) -> str:
+    (_, shared), (_, alone) = rows
+    text = (
+        f"Sharing: {shared.rejected:,} 429s instead of {alone.rejected:,} "
+        f"({shared.rejected_summary.mean:.1f} per window instead of "
+        f"{alone.rejected_summary.mean:.1f}: alone, every worker meets the spent quota itself), "
+        f"{shared.failed:,} failed requests instead of {alone.failed:,}, "
+        f"{shared.goodput.mean:.1f} 200s per window against {alone.goodput.mean:.1f}. The 429s "
+        "left are each window's first and those of fleet-mates whose attempt reached the API "
+        f"while it was on its way back ({_milliseconds(shared.reject_time)}), before the store "
+        "knew."
+    )
+    return wrap(text, first="  ", indent="  ")
+
+
+def _fleet_jobs(policy: RetryPolicy) -> list[Job]:
+    return [
+        Job(call=(run_fleet, {"policy": policy, "shared": shared}), weight=150)
+        for shared in (True, False)
+    ]
+
+
+def _fleet_rows(results: Sequence[Any]) -> list[tuple[str, FleetResult]]:
+    shared, alone = cast("tuple[FleetResult, FleetResult]", tuple(results))
+    return [("MemoryStore()", shared), ("none", alone)]
+
+
 _Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
 
 
@@ -248,6 +307,8 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
         jobs += _outage_jobs(RetryPolicy())
     if not args.no_rate_limit:
         jobs += _rate_limit_jobs(RetryPolicy())
+    if not args.no_fleet:
+        jobs += _fleet_jobs(RetryPolicy())
     results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
@@ -296,9 +357,16 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     if not args.no_rate_limit:
         out.append("")
         rate_rows = _rate_limit_rows(results[extra : extra + 2])
+        extra += 2
         out.append(_rate_limit_intro(rate_rows[0][1]))
         out.append(rate_limit_table(rate_rows))
         out.append(_rate_limit_summary(rate_rows))
+    if not args.no_fleet:
+        out.append("")
+        fleet_rows = _fleet_rows(results[extra : extra + 2])
+        out.append(_fleet_intro(fleet_rows[0][1]))
+        out.append(rate_limit_table(fleet_rows, "store"))
+        out.append(_fleet_summary(fleet_rows))
     return [(f"step {s.number}", run) for s, run in steps], outage_rows
 
 

@@ -52,13 +52,18 @@ all released at the reset, where everything past the quota still meets a 429. Pa
 moves the 429s to the start of each window rather than removing them. A fixed pool of
 callers, the usual shape of a batch job or a worker pool against an API, is where the quota
 headers can replace the 429s with waits.
+
+The fleet scenario (:func:`~retry_transport.sim.run_fleet`) runs these callers and this
+service too, one caller per transport and with ``Retry-After`` in place of the quota headers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final, TypeVar
 
 import httpx
 import trio
@@ -79,17 +84,35 @@ _URL: Final = httpx.URL("http://api.sim/items")
 #: Callers start after an offset uniform in [0, this) seconds.
 _START_SPREAD: Final = 0.1
 
+R = TypeVar("R", bound=RateLimitResult)
 
-class _RateLimitedService(httpx.AsyncBaseTransport):
-    """A fixed-window rate limiter in front of a service that never fails otherwise."""
+
+class RateLimitedService(httpx.AsyncBaseTransport):
+    """A fixed-window rate limiter in front of a service that never fails otherwise.
+
+    ``quota_headers``: every response carries ``X-RateLimit-*``; ``retry_after``: a 429
+    carries ``Retry-After``, the whole seconds to the window's end rounded up. A 200 takes
+    a time uniform in ``call_time``, a 429 one uniform in ``reject_time`` (default: the same).
+    """
 
     def __init__(
-        self, t0: float, quota: int, window: float, call_time: tuple[float, float]
+        self,
+        t0: float,
+        quota: int,
+        window: float,
+        call_time: tuple[float, float],
+        *,
+        reject_time: tuple[float, float] | None = None,
+        quota_headers: bool = True,
+        retry_after: bool = False,
     ) -> None:
         self.t0 = t0
         self.quota = quota
         self.window = window
         self.call_time = call_time
+        self.reject_time = reject_time if reject_time is not None else call_time
+        self.quota_headers = quota_headers
+        self.retry_after = retry_after
         self.counts: dict[int, int] = {}  # window -> attempts it received
         self.ok: dict[int, int] = {}  # window -> attempts answered 200
         self.rejected: dict[int, int] = {}  # window -> attempts answered 429
@@ -101,19 +124,124 @@ class _RateLimitedService(httpx.AsyncBaseTransport):
         n = self.counts.get(index, 0) + 1
         self.counts[index] = n
         self.attempts += 1
+        over = n > self.quota
         rng: random.Random = request.extensions["sim_rng"]
-        await trio.sleep(rng.uniform(*self.call_time))
+        await trio.sleep(rng.uniform(*(self.reject_time if over else self.call_time)))
         now = trio.current_time() - self.t0
         reset = max(0.0, (index + 1) * self.window - now)
-        headers = {
-            "X-RateLimit-Limit": str(self.quota),
-            "X-RateLimit-Remaining": str(max(0, self.quota - n)),
+        headers: dict[str, str] = {}
+        if self.quota_headers:
+            headers["X-RateLimit-Limit"] = str(self.quota)
+            headers["X-RateLimit-Remaining"] = str(max(0, self.quota - n))
             # Rounded up: a client that waits for the reset never arrives before it.
-            "X-RateLimit-Reset": f"{math.ceil(reset * 1000 - EPSILON) / 1000:.3f}",
-        }
-        tally = self.ok if n <= self.quota else self.rejected
+            headers["X-RateLimit-Reset"] = f"{math.ceil(reset * 1000 - EPSILON) / 1000:.3f}"
+        if over and self.retry_after:
+            headers["Retry-After"] = str(math.ceil(reset - EPSILON))  # rounded up, too
+        tally = self.rejected if over else self.ok
         tally[index] = tally.get(index, 0) + 1
-        return httpx.Response(200 if n <= self.quota else 429, headers=headers, request=request)
+        return httpx.Response(429 if over else 200, headers=headers, request=request)
+
+
+def check_scenario(
+    callers: int,
+    quota: int,
+    window: float,
+    duration: float,
+    call_time: tuple[float, float],
+    who: str = "callers",
+) -> None:
+    """Validate a rate-limited scenario's arguments (``who``: what ``callers`` counts)."""
+    if callers < 1 or quota < 1:
+        raise ValueError(f"{who} and quota must be >= 1, got {callers!r} and {quota!r}")
+    if not window > 0 or not duration >= window:
+        raise ValueError(
+            f"window must be > 0 and duration at least one window, got {window!r}, {duration!r}"
+        )
+    check_times("call_time", call_time)
+
+
+def check_times(name: str, times: tuple[float, float]) -> None:
+    if not 0 < times[0] <= times[1]:
+        raise ValueError(f"{name} must be (low, high) with 0 < low <= high, got {times}")
+
+
+class Callers:
+    """The callers' side of a run: closed-loop callers, and what their requests came to.
+
+    Made inside the run (in virtual time): the run starts when it is made."""
+
+    def __init__(self, duration: float) -> None:
+        self.t0 = trio.current_time()
+        self.duration = duration
+        self.latencies: list[float] = []
+        self.failures: dict[str, int] = {}
+        self.started = 0
+        self.held: list[float] = []  # the waits of the requests a cooldown held
+
+    def hook(self, event: RetryEvent) -> None:
+        """The transports' hook: counts the holds."""
+        if event.kind == "cooldown":
+            self.held.append(event.wait)
+
+    async def _request(self, client: httpx.AsyncClient, rng: random.Random) -> None:
+        began = trio.current_time()
+        self.started += 1
+        try:
+            response = await client.get(_URL, extensions={"sim_rng": rng})
+        except CooldownErrorBase as exc:  # a reset longer than max_retry_after
+            info = retry_info(exc)
+            reason = info.stop_reason.value if info is not None else type(exc).__name__
+            self.failures[reason] = self.failures.get(reason, 0) + 1
+            return
+        if response.status_code == 200:
+            self.latencies.append(trio.current_time() - began)
+            return
+        info = retry_info(response)
+        reason = info.stop_reason.value if info is not None else str(response.status_code)
+        self.failures[reason] = self.failures.get(reason, 0) + 1
+
+    async def _caller(self, client: httpx.AsyncClient, rng: random.Random) -> None:
+        await trio.sleep(rng.uniform(0.0, _START_SPREAD))
+        while trio.current_time() - self.t0 < self.duration - EPSILON:
+            await self._request(client, rng)
+
+    async def run(
+        self, transports: Sequence[AsyncRetryTransport], callers_each: int, tag: str
+    ) -> None:
+        """Run ``callers_each`` callers through a client over each transport, until the
+        callers' last requests end; caller ``k`` (1-based, across transports in order)
+        draws from ``random.Random(f"{tag}:{k}")``."""
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(httpx.AsyncClient(transport=t, trust_env=False))
+                for t in transports
+            ]
+            async with trio.open_nursery() as nursery:
+                for k in range(len(clients) * callers_each):
+                    client = clients[k // callers_each]
+                    nursery.start_soon(self._caller, client, random.Random(f"{tag}:{k + 1}"))
+
+    def result(self, cls: type[R], service: RateLimitedService, **scenario: Any) -> R:
+        """The run's record: the service's quota and windows, ``scenario`` (the other fields
+        that describe the run) and the counts; the windows counted are those of the run."""
+        windows = math.floor(self.duration / service.window + EPSILON)
+        return cls(
+            **scenario,
+            quota=service.quota,
+            window=service.window,
+            duration=self.duration,
+            call_time=service.call_time,
+            requests=self.started,
+            completed=len(self.latencies),
+            failures=tuple(sorted(self.failures.items())),
+            attempts=service.attempts,
+            rejected=sum(service.rejected.values()),
+            held=len(self.held),
+            held_time=sum(self.held),
+            completed_per_window=tuple(service.ok.get(i, 0) for i in range(windows)),
+            rejected_per_window=tuple(service.rejected.get(i, 0) for i in range(windows)),
+            latency=Distribution.of(self.latencies),
+        )
 
 
 def run_rate_limited(
@@ -145,82 +273,22 @@ def run_rate_limited(
         seed: seeds the callers' start offsets and call times, and the jitter.
     """
     policy = policy if policy is not None else RetryPolicy()
-    if callers < 1 or quota < 1:
-        raise ValueError(f"callers and quota must be >= 1, got {callers!r} and {quota!r}")
-    if not window > 0 or not duration >= window:
-        raise ValueError(
-            f"window must be > 0 and duration at least one window, got {window!r}, {duration!r}"
-        )
-    if not 0 < call_time[0] <= call_time[1]:
-        raise ValueError(f"call_time must be (low, high) with 0 < low <= high, got {call_time}")
-    windows = math.floor(duration / window + EPSILON)
+    check_scenario(callers, quota, window, duration, call_time)
 
     async def main() -> RateLimitResult:
-        t0 = trio.current_time()
-        service = _RateLimitedService(t0, quota, window, call_time)
-        held: list[float] = []
-
-        def hook(event: RetryEvent) -> None:
-            if event.kind == "cooldown":
-                held.append(event.wait)
-
+        run = Callers(duration)
+        service = RateLimitedService(run.t0, quota, window, call_time)
         transport = AsyncRetryTransport(
             service,
             policy=policy,
             budget=budget() if budget is not None else None,
-            hooks=hook,
+            hooks=run.hook,
             rng=random.Random(f"ratelimit:{seed}:jitter"),
         )
-        latencies: list[float] = []
-        failures: dict[str, int] = {}
-        started = [0]
-
-        async def request(client: httpx.AsyncClient, rng: random.Random) -> None:
-            began = trio.current_time()
-            started[0] += 1
-            try:
-                response = await client.get(_URL, extensions={"sim_rng": rng})
-            except CooldownErrorBase as exc:  # a reset longer than max_retry_after
-                info = retry_info(exc)
-                reason = info.stop_reason.value if info is not None else type(exc).__name__
-                failures[reason] = failures.get(reason, 0) + 1
-                return
-            if response.status_code == 200:
-                latencies.append(trio.current_time() - began)
-                return
-            info = retry_info(response)
-            reason = info.stop_reason.value if info is not None else str(response.status_code)
-            failures[reason] = failures.get(reason, 0) + 1
-
-        async def caller(client: httpx.AsyncClient, k: int) -> None:
-            rng = random.Random(f"ratelimit:{seed}:{k}")
-            await trio.sleep(rng.uniform(0.0, _START_SPREAD))
-            while trio.current_time() - t0 < duration - EPSILON:
-                await request(client, rng)
-
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-            async with trio.open_nursery() as nursery:
-                for k in range(1, callers + 1):
-                    nursery.start_soon(caller, client, k)
-        return RateLimitResult(
-            policy=policy,
-            budgeted=transport.budget is not None,
-            seed=seed,
-            callers=callers,
-            quota=quota,
-            window=window,
-            duration=duration,
-            call_time=call_time,
-            requests=started[0],
-            completed=len(latencies),
-            failures=tuple(sorted(failures.items())),
-            attempts=service.attempts,
-            rejected=sum(service.rejected.values()),
-            held=len(held),
-            held_time=sum(held),
-            completed_per_window=tuple(service.ok.get(i, 0) for i in range(windows)),
-            rejected_per_window=tuple(service.rejected.get(i, 0) for i in range(windows)),
-            latency=Distribution.of(latencies),
+        await run.run([transport], callers, f"ratelimit:{seed}")
+        budgeted = transport.budget is not None
+        return run.result(
+            RateLimitResult, service, policy=policy, budgeted=budgeted, seed=seed, callers=callers
         )
 
     return run_virtual(main)

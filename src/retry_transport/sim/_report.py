@@ -22,6 +22,7 @@ __all__ = [
     "stats_lines",
     "stats_table",
     "table",
+    "wrap",
 ]
 
 
@@ -318,13 +319,22 @@ def outage_summary(rows: Sequence[tuple[str, OutageResult]], goal_share: float =
 
 def _fill(text: str, indent: str) -> str:
     """Wrap at 110 columns after two spaces, never between a number and its unit."""
-    text = re.sub(r"(\d) (s|tokens)\b", "\\1\xa0\\2", text)
-    wrapped = textwrap.fill(text, width=110, initial_indent="  ", subsequent_indent=indent)
+    return wrap(text, 110, "  ", indent)
+
+
+def wrap(text: str, width: int = 112, first: str = "", indent: str = "") -> str:
+    """Wrap at ``width`` columns, the first line after ``first``, the others after
+    ``indent``, never between a number and its unit."""
+    text = re.sub(r"(\d) (s|ms|tokens)\b", "\\1\xa0\\2", text)
+    wrapped = textwrap.fill(text, width=width, initial_indent=first, subsequent_indent=indent)
     return wrapped.replace("\xa0", " ")
 
 
-def rate_limit_table(rows: Sequence[tuple[str, RateLimitResult]]) -> str:
-    """One row per run of the rate-limited API scenario (with and without pacing)."""
+def rate_limit_table(
+    rows: Sequence[tuple[str, RateLimitResult]], label_header: str = "respect_rate_limits"
+) -> str:
+    """One row per run of the rate-limited API scenario (with and without pacing), or of
+    the fleet scenario (with and without a store): ``label_header`` heads the labels' column."""
     body = []
     for label, r in rows:
         rejected, goodput = r.rejected_summary, r.goodput
@@ -343,7 +353,7 @@ def rate_limit_table(rows: Sequence[tuple[str, RateLimitResult]]) -> str:
             ]
         )
     header = [
-        "respect_rate_limits",
+        label_header,
         "429s",
         "429s/window mean (max)",
         "200s/window mean (min-max)",

@@ -13,6 +13,7 @@ __all__ = [
     "Call",
     "ClientResult",
     "Distribution",
+    "FleetResult",
     "OutageResult",
     "RateLimitResult",
     "Reply",
@@ -405,6 +406,18 @@ class RateLimitResult:
     latency: Distribution
 
     @property
+    def offered(self) -> float:
+        """Requests a second the callers offer while nothing holds them: each sends one
+        after the other, a mean call time apart."""
+        low, high = self.call_time
+        return self.callers / ((low + high) / 2)
+
+    @property
+    def load(self) -> float:
+        """The offered requests as a multiple of the quota."""
+        return self.offered / (self.quota / self.window)
+
+    @property
     def paced(self) -> bool:
         """Whether the client read the quota headers (``policy.respect_rate_limits``)."""
         return self.policy.respect_rate_limits
@@ -423,3 +436,25 @@ class RateLimitResult:
     def rejected_summary(self) -> Distribution:
         """429s per window: mean, spread, lowest and highest."""
         return Distribution.of(self.rejected_per_window)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetResult(RateLimitResult):
+    """One run of the fleet scenario: workers, each with its own transport, against one
+    rate-limited API, sharing cooldowns through a store or not.
+
+    The attributes of :class:`RateLimitResult` count the whole fleet (``callers`` is the
+    number of workers, each one caller over its own client and transport); and:
+
+    Attributes:
+        shared: whether the workers' transports shared one ``MemoryStore``.
+        reject_time: ``(low, high)``: each 429 took a uniform time in between, seconds.
+    """
+
+    shared: bool
+    reject_time: tuple[float, float]
+
+    @property
+    def workers(self) -> int:
+        """The fleet's workers (each one caller with its own transport)."""
+        return self.callers
