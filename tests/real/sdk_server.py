@@ -16,15 +16,14 @@ every request is recorded as ``servers.Seen`` (method, path, headers with any
 from __future__ import annotations
 
 import json
-import socketserver
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.real.servers import BOUND, Seen, http_date, read_body
+from tests.real.servers import BOUND, LocalHTTPServer, Seen, http_date, read_body
 
 #: The model the fake APIs list and answer as.
 OPENAI_MODEL = "gpt-test"
@@ -169,43 +168,18 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class FakeAPI(ThreadingHTTPServer):
-    """The OpenAI (``api="openai"``) or Anthropic (``api="anthropic"``) API, faked."""
-
-    daemon_threads = True
+class FakeAPI(LocalHTTPServer):
+    """The OpenAI (``api="openai"``) or Anthropic (``api="anthropic"``) API, faked. Its
+    ``url`` is the server's root: the Anthropic SDK's ``base_url`` (OpenAI's adds ``/v1``)."""
 
     def __init__(self, api: str) -> None:
         if api not in APIS:
             raise ValueError(api)
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.api = api
         self._answer = _openai_answer if api == "openai" else _anthropic_answer
         self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
         self.reset()
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no getfqdn(): no DNS in tests
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hangs up early is no failure of the server
-
-    @property
-    def url(self) -> str:
-        """The server's root: the Anthropic SDK's ``base_url`` (OpenAI's adds ``/v1``)."""
-        return f"http://127.0.0.1:{self.server_port}"
-
-    def start(self) -> FakeAPI:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        self._thread.join(BOUND)
 
     # -- scripting and records -------------------------------------------------------
 

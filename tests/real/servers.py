@@ -10,6 +10,9 @@ connection before answering, close mid-body, never answer, answer garbage, stall
 
 ``ChildServer`` answers 503 and 200 in turn from another process, for the leak test.
 
+``LocalHTTPServer`` is what every threaded HTTP/1.1 test server here and in the other test
+modules shares: a free port on 127.0.0.1, no DNS, a daemon serving thread, ``start``/``stop``.
+
 Every blocking call is bounded (socket timeouts, ``Event.wait(timeout)``, a lifetime), so
 the servers' threads and processes stop by themselves even if a test forgets to stop them.
 """
@@ -28,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 #: Longest any server thread blocks on a socket or an event, in seconds.
 BOUND = 10.0
@@ -105,6 +108,54 @@ class Seen:
         return self.header("idempotency-key")
 
 
+# -- the scaffolding of the threaded HTTP servers ----------------------------------------
+
+_S = TypeVar("_S", bound="LocalHTTPServer")
+
+
+class LocalHTTPServer(ThreadingHTTPServer):
+    """A threaded stdlib HTTP server on a free port of 127.0.0.1, its requests answered by
+    ``handler``, served from a daemon thread once started (``start`` returns the server).
+
+    A subclass with more to do when it stops (releasing the requests it holds, say) does it
+    in its own ``stop``, then calls this one.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # no getfqdn(): no DNS in tests
+        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up, reset or time out are part of the tests
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host:port``, no path."""
+        return f"http://127.0.0.1:{self.server_port}"
+
+    @property
+    def url(self) -> str:
+        """What clients are pointed at: the origin, unless a subclass adds a path."""
+        return self.origin
+
+    def start(self: _S) -> _S:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self._thread.join(BOUND)
+
+
 # -- the polite server -----------------------------------------------------------------
 
 
@@ -170,39 +221,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class ScriptedHTTPServer(ThreadingHTTPServer):
+class ScriptedHTTPServer(LocalHTTPServer):
     """A threaded HTTP/1.1 server whose answers are scripted per path."""
 
-    daemon_threads = True
     request_queue_size = 512  # 200 concurrent clients must not see SYNs dropped
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
         self.reset()
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no getfqdn(): no DNS in tests
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that reset or time out are part of the tests
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_port}"
-
-    def start(self) -> ScriptedHTTPServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        self._thread.join(BOUND)
 
     # -- scripting and records -------------------------------------------------------
 
@@ -251,7 +278,7 @@ class TLSScriptedHTTPServer(ScriptedHTTPServer):
         self._context = context
 
     @property
-    def url(self) -> str:
+    def origin(self) -> str:
         return f"https://127.0.0.1:{self.server_port}"
 
     def get_request(self) -> tuple[Any, Any]:

@@ -20,11 +20,10 @@ generator of requests written once and driven sync, and async on asyncio and tri
 
 from __future__ import annotations
 
-import socketserver
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -33,7 +32,15 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.real.clients import Waits, check_flavour, client_timeout
-from tests.real.servers import BOUND, FULL_BODY, RawServer, Reply, ScriptedHTTPServer, closed_port
+from tests.real.servers import (
+    BOUND,
+    FULL_BODY,
+    LocalHTTPServer,
+    RawServer,
+    Reply,
+    ScriptedHTTPServer,
+    closed_port,
+)
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
@@ -459,46 +466,25 @@ class _HoldHandler(BaseHTTPRequestHandler):
         pass
 
 
-class HoldServer(ThreadingHTTPServer):
+class HoldServer(LocalHTTPServer):
     """A threaded HTTP/1.1 server that holds requests until ``release`` is set; counts
     requests per path (as they arrive) and connections."""
 
-    daemon_threads = True
     request_queue_size = 128
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _HoldHandler)
+        super().__init__(_HoldHandler)
         self.release = threading.Event()
         self.gates: dict[str, tuple[threading.Event, int]] = {}
         self.connections = 0
         self._counts: dict[str, int] = {}
         self._changed = threading.Condition()
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no getfqdn(): no DNS in tests
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_port}"
-
-    def start(self) -> HoldServer:
-        self._thread.start()
-        return self
 
     def stop(self) -> None:
-        self.release.set()
+        self.release.set()  # the held requests answer first
         for event, _ in self.gates.values():
             event.set()
-        self.shutdown()
-        self.server_close()
-        self._thread.join(BOUND)
+        super().stop()
 
     def gate(self, path: str, status: int, *, open: bool = False) -> threading.Event:
         """Hold requests to ``path`` until the event returned is set, then answer ``status``."""

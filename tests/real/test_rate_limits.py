@@ -44,12 +44,11 @@ time from above: these tests are about correctness, not speed.
 from __future__ import annotations
 
 import math
-import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -57,7 +56,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.real.clients import check_flavour, client_timeout
-from tests.real.servers import BOUND, http_date, read_body
+from tests.real.servers import BOUND, LocalHTTPServer, http_date, read_body
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
@@ -237,45 +236,25 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class QuotaServer(ThreadingHTTPServer):
+class QuotaServer(LocalHTTPServer):
     """QUOTA requests per fixed window of the family's length on the server's wall clock;
     each response advertises the quota in the family's headers; over the quota, 429."""
 
-    daemon_threads = True
     # The concurrent test connects REQUESTS times at once: the default backlog (5) could
     # drop SYNs on a busy machine, and a dropped SYN costs a 1 s retransmission.
     request_queue_size = 64
 
     def __init__(self, family: Family) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.family = family
         self._lock = threading.Lock()
         self._origin: float | None = 0.0 if family.wall_aligned else None
         self._used: dict[int, int] = {}
         self.answers: list[Answer] = []
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no getfqdn(): no DNS in tests
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_port}/quota"
-
-    def start(self) -> QuotaServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        self._thread.join(BOUND)
+        return self.origin + "/quota"
 
     def _admit(self) -> tuple[float, int, int, float]:
         """(now, status, remaining, reset) for a request arriving now."""

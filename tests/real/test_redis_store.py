@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import socketserver
 import subprocess
 import sys
 import threading
@@ -37,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -46,6 +45,7 @@ import pytest
 from tests.flavour import current, httpx, rt
 from tests.real.clients import Waits, client_timeout
 from tests.real.redis_server import HungRedis, RedisServer, redis_module
+from tests.real.servers import LocalHTTPServer
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
@@ -105,45 +105,24 @@ class _ApiHandler(BaseHTTPRequestHandler):
         pass
 
 
-class ApiServer(ThreadingHTTPServer):
+class ApiServer(LocalHTTPServer):
     """A threaded HTTP/1.1 server (one origin) whose answers are scripted per path, which
     records the arrival of every request and when each 429 was sent."""
 
-    daemon_threads = True
     request_queue_size = 128
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _ApiHandler)
+        super().__init__(_ApiHandler)
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self._plans: dict[str, tuple[tuple[Answer, ...], Answer]] = {}
         self._counts: dict[str, int] = {}
         self.arrivals: list[Arrival] = []
         self.sent_429s: list[float] = []
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)  # no getfqdn(): no DNS in tests
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
-
-    @property
-    def origin(self) -> str:
-        return f"http://127.0.0.1:{self.server_port}"
-
-    def start(self) -> ApiServer:
-        self._thread.start()
-        return self
 
     def stop(self) -> None:
-        self.stopping.set()
-        self.shutdown()
-        self.server_close()
-        self._thread.join(BOUND)
+        self.stopping.set()  # the held requests answer first
+        super().stop()
 
     def script(self, path: str, *answers: Answer, then: Answer = Answer()) -> str:
         with self._lock:
