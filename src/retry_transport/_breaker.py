@@ -262,11 +262,11 @@ class CircuitBreaker:
         (``breaker_open``, ``breaker_close``)."""
         if self.store is None:
             return self._record(origin, failure, probe)
-        if probe:
-            self.store._release(origin, self, probe)  # the fleet's slot, whatever happened
         transitions = self._record(origin, failure, probe)
         if transitions:
             self._flush()
+        if probe:  # the fleet's slot, whatever happened here; after the reopening is
+            self.store._release(origin, self, probe)  # shared, so none probes between
         return transitions
 
     def _record(self, origin: str, failure: bool, probe: int) -> list[str]:

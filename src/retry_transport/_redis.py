@@ -5,8 +5,9 @@ written to Redis (a key whose TTL ends with the event) and published on one chan
 background thread in every process subscribes and hands what arrives to its transports and
 breakers, which keep checking their own tables as without a store. So the request path
 never waits on Redis, with one exception: electing a half-open probe fleet-wide (a
-set-if-absent on a key whose expiry bounds the probe), which waits at most the socket
-timeout and falls back to electing locally.
+set-if-absent on a key whose expiry bounds the probe), run by a second thread that the
+request waits for at most the socket timeout in all, electing locally when it is late (a
+slot won too late, or whose answer was lost, is given back).
 
 Redis down, slow or gone: the thread notices (a command fails or times out), logs one
 WARNING, reconnects with backoff up to 2 s, then logs one INFO, reloads the current state
@@ -15,11 +16,13 @@ and publishes again this process's events that are not over.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import math
 import os
+import queue
 import random
 import re
 import threading
@@ -125,8 +128,8 @@ class RedisStore(MemoryStore):
             can share one Redis. Default ``"retry-transport:"``.
         socket_timeout: seconds any Redis command may take (connecting included) before
             the store treats Redis as lost. Default 0.25: the longest a request can wait on
-            the store (only when it is elected as a half-open probe). The client
-            library's own command retries are off.
+            the store (only a request asking to be a half-open probe waits on it at all).
+            The client library's own command retries are off.
         connect_timeout: seconds the constructor waits to subscribe and load the current
             cooldowns and breaks. Default 1.0. An unreachable Redis makes it return at once
             and connect later.
@@ -181,6 +184,10 @@ class RedisStore(MemoryStore):
             raise ValueError(f"url must be a Redis URL, got {url!r}: {exc}") from None
         self._redis: redis.Redis = redis.Redis(connection_pool=pool, retry=no_retry)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        # Redis answered, but refused (out of memory, a read-only replica): that write is
+        # dropped, the connection kept.
+        self._refusals: tuple[type[BaseException], ...] = (redis.ResponseError,)
+        self._refusal_logged = False
         self._later = self._redis.register_script(_LATER)
         self._elect_script = self._redis.register_script(_ELECT)
         self._release_script = self._redis.register_script(_RELEASE)
@@ -194,10 +201,8 @@ class RedisStore(MemoryStore):
         # Probe slots given back and not yet freed in Redis: (key, token), oldest first.
         self._releases: list[tuple[str, str]] = []
         self._start()
+        _STORES.add(self)  # a worker forked from this process restarts it (_after_fork)
         self._ready.wait(self.connect_timeout)
-        if hasattr(os, "register_at_fork"):  # a worker forked from this process: its own
-            store = weakref.ref(self)       # sender, its own thread (Celery's prefork...)
-            os.register_at_fork(after_in_child=lambda: _restart(store))
 
     def _start(self) -> None:
         self._sender = uuid.uuid4().hex
@@ -212,6 +217,15 @@ class RedisStore(MemoryStore):
             daemon=True,
         )
         self._thread.start()
+        # Elections run on a thread of their own, so a request waits on an Event for at
+        # most socket_timeout in all, whatever Redis does (a script to load again, a new
+        # connection), and never calls the client library itself.
+        self._elections: queue.SimpleQueue[_Election | None] = queue.SimpleQueue()
+        self._elector = threading.Thread(
+            target=self._run_elections, name=f"retry-transport elections {_redacted(self.url)}",
+            daemon=True,
+        )
+        self._elector.start()
 
     def _forked(self) -> None:
         """In a child process: the parent's thread, probes and events are not ours."""
@@ -229,13 +243,15 @@ class RedisStore(MemoryStore):
     def close(self) -> None:
         """Stop the background thread and close the connections. Members keep what they
         learned; nothing more is shared. Idempotent."""
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(self.socket_timeout * 4 + 1.0)
         self.connected = False
+        self._stop.set()
+        self._elections.put(None)
+        for thread in (self._thread, self._elector):
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(self.socket_timeout * 4 + 1.0)
         try:
             self._redis.connection_pool.disconnect()
-        except self._errors:  # pragma: no cover - closing a dead connection
+        except Exception:  # pragma: no cover - closing a dead connection
             pass
 
     # -- what the members' events become ------------------------------------------------
@@ -251,7 +267,7 @@ class RedisStore(MemoryStore):
             else:
                 self._own_opens.pop(origin, None)
         if self.connected:  # else sent when the connection is back
-            self._outbox.append(lambda: self._send(kind, origin, until, extra))
+            self._outbox.append(functools.partial(self._send, kind, origin, until, extra))
 
     def _send(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
         """Write and publish one event (on the store's thread)."""
@@ -279,12 +295,12 @@ class RedisStore(MemoryStore):
             return super()._elect(origin, slots, holder, period)  # each process its own
         token = f"{self._sender}:{next(self._tokens)}"
         keys = [self._key("probe", origin) + f":{n}" for n in range(1, slots + 1)]
-        try:
-            answer = int(
-                self._elect_script(keys=keys, args=[token, _ms(self.probe_lease)])
-            )
-        except self._errors as exc:
-            self._trouble(exc)
+        election = _Election(keys, token)
+        self._elections.put(election)
+        answer = election.wait(self.socket_timeout)  # None: too late, the elector frees it
+        if not isinstance(answer, int):
+            if isinstance(answer, BaseException):
+                self._trouble(answer)
             return super()._elect(origin, slots, holder, period)
         if answer < 0:
             return -answer / 1000
@@ -293,6 +309,35 @@ class RedisStore(MemoryStore):
                 (keys[answer - 1], token)
             )
         return None
+
+    def _run_elections(self) -> None:
+        """The elector thread: one election at a time, each answered or, when its request
+        has stopped waiting, its slot (if it won one) given back."""
+        lease = _ms(self.probe_lease)
+        while True:
+            election = self._elections.get()
+            if election is None or self._stop.is_set():
+                return
+            answer: int | BaseException
+            try:
+                answer = int(self._elect_script(keys=election.keys, args=[election.token,
+                                                                          lease]))
+            except Exception as exc:  # anything: the request elects locally
+                answer = exc
+            if isinstance(answer, BaseException):
+                # The script may have run and taken a slot whose answer was lost (a reply
+                # after the timeout): free every slot this token could hold.
+                lost = [(key, election.token) for key in election.keys]
+            else:
+                lost = []
+            if not election.answer(answer) and isinstance(answer, int) and answer > 0:
+                # Won for a request that stopped waiting: give it back.
+                lost = [(election.keys[answer - 1], election.token)]
+            if lost:
+                with self._lock:
+                    self._releases.extend(lost)
+                if self.connected:
+                    self._outbox.append(self._send_releases)
 
     def _release(self, origin: str, holder: object, period: int) -> None:
         mine = (origin, id(holder), period)
@@ -324,8 +369,27 @@ class RedisStore(MemoryStore):
                 if self._releases and self._releases[0] == (key, token):
                     self._releases.pop(0)
 
+    def _learn(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        if kind == "close":
+            with self._lock:  # closed elsewhere: not this process's to publish again
+                self._own_opens.pop(origin, None)
+        super()._learn(kind, origin, until, extra)
+
     def _key(self, kind: str, origin: str) -> str:
         return f"{self.prefix}{kind}:{origin}"
+
+    def _attempt(self, command: Callable[[], object]) -> None:
+        """Run one write on the store's thread; a refusal by Redis is logged once and the
+        write dropped (other errors mean the connection is lost: the caller handles them)."""
+        try:
+            command()
+        except self._refusals as exc:
+            if not self._refusal_logged:
+                self._refusal_logged = True
+                logger.warning(
+                    "The store at %s refused a write (%s: %s): what this process learns may "
+                    "not reach the others", _redacted(self.url), type(exc).__name__, exc,
+                )
 
     def _trouble(self, exc: BaseException) -> None:
         """A command failed: Redis is lost until the thread reconnects."""
@@ -379,10 +443,10 @@ class RedisStore(MemoryStore):
         self._load("cooldown")
         self._load("open")
         self._outbox.clear()
-        self._send_releases()
         # Connected from here: what members do from now on is queued; what they did
         # before is in the own tables, sent below (both, at worst: the script keeps one).
         self.connected = True
+        self._send_releases()
         now = self.wallclock()
         with self._lock:
             own: list[tuple[EventKind, str, float, str | float]] = [
@@ -391,7 +455,7 @@ class RedisStore(MemoryStore):
             own += [("open", o, u, b) for o, (u, b) in self._own_opens.items()]
         for kind, origin, until, extra in own:
             if until > now:
-                self._send(kind, origin, until, extra)
+                self._attempt(functools.partial(self._send, kind, origin, until, extra))
         if self._lost_logged:
             self._lost_logged = False
             logger.info(
@@ -420,7 +484,7 @@ class RedisStore(MemoryStore):
             if not self.connected:  # a request's command failed
                 raise TimeoutError("a command on the request path failed")
             while outbox:
-                outbox.popleft()()
+                self._attempt(outbox.popleft())
             message = pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL)
             if message is not None and message.get("type") == "message":
                 self._receive(message.get("data"))
@@ -476,8 +540,46 @@ class RedisStore(MemoryStore):
                     del table[origin]
 
 
-def _restart(store: weakref.ref[RedisStore]) -> None:
-    """After a fork, in the child: a store that was running runs again, as the child's."""
-    alive = store()
-    if alive is not None and not alive._stop.is_set():
-        alive._forked()
+
+class _Election:
+    """One probe election handed to the elector thread: its answer, or its abandonment by
+    a request that stopped waiting, whichever comes first."""
+
+    __slots__ = ("_done", "_lock", "_result", "_waiting", "keys", "token")
+
+    def __init__(self, keys: list[str], token: str) -> None:
+        self.keys, self.token = keys, token
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._result: int | BaseException | None = None
+        self._waiting = True
+
+    def wait(self, timeout: float) -> int | BaseException | None:
+        """The answer, or ``None`` if it did not come within ``timeout`` seconds."""
+        self._done.wait(timeout)
+        with self._lock:
+            self._waiting = False
+            return self._result
+
+    def answer(self, result: int | BaseException) -> bool:
+        """Give the answer; False if nobody waits for it any more."""
+        with self._lock:
+            self._result = result
+            waiting = self._waiting
+        self._done.set()
+        return waiting
+
+
+#: Every store alive, for the fork hook: in a child, each one that was running starts
+#: afresh (its own thread, identity and lock).
+_STORES: Final[weakref.WeakSet[RedisStore]] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for store in list(_STORES):
+        if not store._stop.is_set():
+            store._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
