@@ -17,6 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -127,6 +128,80 @@ def refused(harness: Harness, transport: Any, **kwargs: Any) -> Any:
     with pytest.raises(rt.CircuitOpenError) as caught:
         harness.send(transport, **kwargs)
     return caught.value
+
+
+@dataclass
+class ProbeRace:
+    """Two breakers on one store, each behind a transport: ``sender``'s request to
+    ``/probe`` (the half-open probe, once ``mine`` has been tripped and its break is over)
+    sends a request through ``other`` (``theirs``) while it is out; what that request
+    raised is in ``inside``. With ``no_verdict`` the probe then raises
+    ``UnsupportedProtocol``, an error that says nothing of the server's health."""
+
+    wall: FakeClock
+    backend: Backend
+    mine: Any
+    theirs: Any
+    sender: Any
+    other: Any
+    inside: list[Any]
+
+
+def probe_race(harness: Harness, *, no_verdict: bool) -> ProbeRace:
+    wall = FakeClock(WALL)
+    store = rt.MemoryStore(wallclock=wall)
+    backend = Backend()
+    mine = breaker(harness.clock, store)
+    theirs = breaker(harness.clock, store)
+    inside: list[Any] = []
+    other = rt.RetryTransport(httpx.MockTransport(backend), breaker=theirs, clock=harness.clock,
+                              sleep=harness.clock.sleep, max_attempts=1)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/probe":
+            with pytest.raises(rt.CircuitOpenError) as caught:
+                with httpx.Client(transport=other) as client:
+                    client.get(URL)
+            inside.append(caught.value)
+            assert theirs.state(URL) == "half_open"
+            if no_verdict:
+                raise httpx.UnsupportedProtocol("no verdict", request=request)
+        return backend(request)
+
+    sender = harness.transport(handler, breaker=mine, max_attempts=1)
+    trip(harness, sender, backend, mine)
+    return ProbeRace(wall, backend, mine, theirs, sender, other, inside)
+
+
+def hammer(transports: list[Any], origins: list[str], *, rounds: int,
+           refused: type[BaseException] | None = None) -> list[BaseException]:
+    """One thread per transport, started together, each sending ``rounds`` requests to
+    every origin in its own shuffled order (``refused`` errors are expected and ignored);
+    returns what else the threads raised."""
+    start = threading.Barrier(len(transports))
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        order = [f"{o}/r{r}" for r in range(rounds) for o in origins]
+        random.Random(index).shuffle(order)
+        try:
+            start.wait(10)
+            with httpx.Client(transport=transports[index]) as client:
+                for url in order:
+                    try:
+                        client.get(url)
+                    except BaseException as exc:
+                        if refused is None or not isinstance(exc, refused):
+                            raise
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(transports))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return errors
 
 
 def advance(seconds: float, *clocks: FakeClock) -> None:
@@ -629,26 +704,10 @@ def test_half_open_probes_are_elected_among_all_breakers_of_the_store(probes: in
 def test_only_one_breaker_admits_the_probe_through_the_transports(harness: Harness) -> None:
     """During one breaker's probe, a request through another breaker of the store is
     refused with CircuitOpenError (every probe slot taken); the probe's success opens it."""
-    wall = FakeClock(WALL)
-    store = rt.MemoryStore(wallclock=wall)
-    backend = Backend()
-    mine = breaker(harness.clock, store)
-    theirs = breaker(harness.clock, store)
-    inside: list[Any] = []
-    other = rt.RetryTransport(httpx.MockTransport(backend), breaker=theirs, clock=harness.clock,
-                              sleep=harness.clock.sleep, max_attempts=1)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/probe":
-            with pytest.raises(rt.CircuitOpenError) as caught:
-                with httpx.Client(transport=other) as client:
-                    client.get(URL)
-            inside.append(caught.value)
-            assert theirs.state(URL) == "half_open"
-        return backend(request)
-
-    sender = harness.transport(handler, breaker=mine, max_attempts=1)
-    trip(harness, sender, backend, mine)
+    race = probe_race(harness, no_verdict=False)
+    wall, backend, theirs, sender, other, inside = (
+        race.wall, race.backend, race.theirs, race.sender, race.other, race.inside
+    )
     assert theirs.state(URL) == "open"
     advance(5.0, harness.clock, wall)
     backend.outcome = 200
@@ -928,26 +987,10 @@ def test_a_breaker_refused_during_a_probe_may_probe_a_second_after_its_release(
     was refused while it was out may probe a second later. (It used to keep refusing,
     without asking the store, until the probe's lease would have ended: probe_lease, 30 s
     by default.)"""
-    wall = FakeClock(WALL)
-    store = rt.MemoryStore(wallclock=wall)
-    backend = Backend()
-    mine = breaker(harness.clock, store)
-    theirs = breaker(harness.clock, store)
-    inside: list[Any] = []
-    other = rt.RetryTransport(httpx.MockTransport(backend), breaker=theirs, clock=harness.clock,
-                              sleep=harness.clock.sleep, max_attempts=1)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/probe":
-            with pytest.raises(rt.CircuitOpenError) as caught:
-                with httpx.Client(transport=other) as client:
-                    client.get(URL)
-            inside.append(caught.value)
-            raise httpx.UnsupportedProtocol("no verdict", request=request)
-        return backend(request)
-
-    sender = harness.transport(handler, breaker=mine, max_attempts=1)
-    trip(harness, sender, backend, mine)
+    race = probe_race(harness, no_verdict=True)
+    wall, backend, mine, theirs, sender, other, inside = (
+        race.wall, race.backend, race.mine, race.theirs, race.sender, race.other, race.inside
+    )
     advance(5.0, harness.clock, wall)
     with pytest.raises(httpx.UnsupportedProtocol):
         harness.send(sender, url="https://api.example.com/probe")
@@ -1251,26 +1294,7 @@ def test_eight_threads_hammering_one_store() -> None:
                           sleep=lambda s: None, max_attempts=1, budget=None)
         for _ in range(8)
     ]
-    start = threading.Barrier(8)
-    errors: list[BaseException] = []
-
-    def worker(index: int) -> None:
-        order = [f"{o}/r{r}" for r in range(3) for o in origins]
-        random.Random(index).shuffle(order)
-        try:
-            start.wait(10)
-            with httpx.Client(transport=transports[index]) as client:
-                for url in order:
-                    client.get(url)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    assert hammer(transports, origins, rounds=3) == []
     assert seen == {f"o{i}.example.com" for i in range(50)}
     for transport in transports:
         with httpx.Client(transport=transport) as client:
@@ -1306,29 +1330,7 @@ def test_eight_threads_with_a_breaker_each_on_one_store() -> None:
                           clock=lambda: 1000.0, sleep=lambda s: None, max_attempts=1)
         for i in range(8)
     ]
-    start = threading.Barrier(8)
-    errors: list[BaseException] = []
-
-    def worker(index: int) -> None:
-        order = [f"{o}/r{r}" for r in range(4) for o in origins]
-        random.Random(index).shuffle(order)
-        try:
-            start.wait(10)
-            with httpx.Client(transport=transports[index]) as client:
-                for url in order:
-                    try:
-                        client.get(url)
-                    except rt.CircuitOpenError:
-                        pass
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    assert hammer(transports, origins, rounds=4, refused=rt.CircuitOpenError) == []
     expected = sorted(f"{o}:443" for o in origins if o.removeprefix("https://") in failing)
     for one, told in zip(breakers, events, strict=True):
         for origin in origins:
