@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.real.redis_server import HungRedis, RedisServer
+from tests.real.redis_server import DelayingProxy, HungRedis, RedisServer
 from tests.real.servers import RawServer, ScriptedHTTPServer, closed_port
 
 
@@ -82,3 +82,14 @@ def hung_redis() -> Iterator[HungRedis]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def delaying_proxy(redis_server: RedisServer) -> Iterator[DelayingProxy]:
+    """A proxy in front of the session's Redis that holds each reply ``delay`` seconds
+    (0 until the test sets it)."""
+    proxy = DelayingProxy(redis_server.port).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

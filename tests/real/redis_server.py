@@ -8,6 +8,9 @@ or frozen (SIGSTOP: the kernel still accepts connections, nobody answers) and th
 ``HungRedis`` is a TCP server that accepts connections, reads what it is sent, and never
 answers a byte: a Redis that hangs.
 
+``DelayingProxy`` stands between a client and a real ``redis-server`` and holds each of
+Redis's replies a set time: a slow Redis (or a slow network) whose replies still come.
+
 When ``redis-server`` or the ``redis`` package is missing the tests skip, saying why, unless
 ``RETRY_TRANSPORT_REQUIRE_REDIS=1`` (CI sets it): then they fail.
 
@@ -17,6 +20,7 @@ Every blocking call is bounded, and every process and thread stops by itself.
 from __future__ import annotations
 
 import os
+import queue
 import selectors
 import shutil
 import signal
@@ -234,3 +238,132 @@ class HungRedis:
             finally:
                 for conn in conns:
                     conn.close()
+
+
+class DelayingProxy:
+    """A TCP proxy on 127.0.0.1 in front of a real Redis that holds every reply ``delay``
+    seconds: what the client sends goes on at once; each chunk Redis sends back is passed
+    on ``delay`` seconds after it arrived (the delay when it arrived), so replies keep their
+    order and one reply's delay does not add to the next one's. ``delay`` may change at any
+    time. A stopped proxy closes every connection; it stops by itself after ``LIFETIME``.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.delay = 0.0
+        self._target = ("127.0.0.1", port)
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._listener.settimeout(0.1)
+        self.port = self._listener.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._end = time.monotonic() + LIFETIME
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+
+    def start(self) -> DelayingProxy:
+        self._acceptor.start()
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every connection; join every thread. Idempotent."""
+        self._stopping.set()
+        self._acceptor.join(BOUND)
+        with self._lock:
+            sockets, threads = list(self._sockets), list(self._threads)
+        for sock in sockets:
+            self._close(sock)
+        end = time.monotonic() + BOUND
+        for thread in threads:
+            thread.join(max(0.0, end - time.monotonic()))
+        self._listener.close()
+
+    def _running(self) -> bool:
+        return not self._stopping.is_set() and time.monotonic() < self._end
+
+    @staticmethod
+    def _close(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked on it
+        except OSError:
+            pass
+        sock.close()
+
+    def _accept(self) -> None:
+        while self._running():
+            try:
+                client, _ = self._listener.accept()
+            except (TimeoutError, BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self._target, timeout=BOUND)
+            except OSError:
+                self._close(client)
+                continue
+            replies: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+            threads = [
+                threading.Thread(target=self._forward, args=(client, upstream), daemon=True),
+                threading.Thread(target=self._read_replies, args=(upstream, client, replies),
+                                 daemon=True),
+                threading.Thread(target=self._deliver, args=(client, upstream, replies),
+                                 daemon=True),
+            ]
+            with self._lock:
+                self._sockets += [client, upstream]
+                self._threads += threads
+            for sock in (client, upstream):
+                sock.settimeout(0.2)  # every blocking call notices a stop within that
+            for thread in threads:
+                thread.start()
+
+    def _recv(self, sock: socket.socket) -> bytes:
+        """The next chunk from ``sock``; ``b""`` once it or the proxy is done."""
+        while self._running():
+            try:
+                return sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return b""
+        return b""
+
+    def _forward(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Client to Redis, at once."""
+        try:
+            while data := self._recv(client):
+                upstream.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(client)
+            self._close(upstream)
+
+    def _read_replies(self, upstream: socket.socket, client: socket.socket,
+                      replies: queue.SimpleQueue[tuple[float, bytes]]) -> None:
+        """Redis's replies, each stamped with when it is due."""
+        while data := self._recv(upstream):
+            replies.put((time.monotonic() + self.delay, data))
+        replies.put((0.0, b""))  # Redis hung up (or the proxy stops): the client is next
+
+    def _deliver(self, client: socket.socket, upstream: socket.socket,
+                 replies: queue.SimpleQueue[tuple[float, bytes]]) -> None:
+        """Redis to the client, each reply when it is due."""
+        try:
+            while self._running():
+                try:
+                    due, data = replies.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if not data:
+                    return
+                if self._stopping.wait(max(0.0, due - time.monotonic())):
+                    return
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(client)
+            self._close(upstream)

@@ -27,8 +27,10 @@ milliseconds; the bounds here (``WAIT``) only tell "arrives" from "never arrives
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
+import os
 import subprocess
 import sys
 import threading
@@ -44,7 +46,13 @@ import pytest
 
 from tests.flavour import current, httpx, rt
 from tests.real.clients import Waits, client_timeout
-from tests.real.redis_server import HungRedis, RedisServer, redis_module
+from tests.real.redis_server import (
+    DelayingProxy,
+    HungRedis,
+    RedisServer,
+    free_port,
+    redis_module,
+)
 from tests.real.servers import LocalHTTPServer
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
@@ -1137,4 +1145,186 @@ def test_a_key_never_outlives_its_event_even_on_a_slow_trip(
         ttl = watcher.pttl(key)
         assert ttl <= left + 5, f"the key outlives its event by {ttl - left:.0f} ms"
     finally:
+        watcher.close()
+
+
+# -- review regressions ----------------------------------------------------------------------
+
+
+def half_open_breakers(*stores_: Any, origin: str) -> list[Any]:
+    """A breaker on each store, the first one opened for 0.2 s (the others learn it), all
+    half-open on return. Nothing is sent to ``origin``."""
+    breakers = [rt.CircuitBreaker(store=store, min_requests=1, break_duration=0.2)
+                for store in stores_]
+    breakers[0].record(origin, True)
+    eventually(lambda: all(b.state(origin) != "closed" for b in breakers), "all opened")
+    eventually(lambda: all(b.state(origin) == "half_open" for b in breakers), "half-open", 3.0)
+    return breakers
+
+
+def elected_within(breaker: Any, origin: str, timeout: float) -> int:
+    """Ask ``breaker`` for a probe until it is elected (refusals say "every slot taken");
+    its probe number. Fails after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        refusal, probe, _ = breaker.admit(origin)
+        if refusal is None:
+            return int(probe)
+        assert refusal == 0.0, refusal  # half-open: refused only while the slot is taken
+        if time.monotonic() > end:
+            raise AssertionError(f"not elected within {timeout:g} s: the slot stays taken")
+        time.sleep(0.02)
+
+
+def test_an_election_answered_too_late_leaves_the_slot_free(
+    delaying_proxy: DelayingProxy, stores: Stores, redis_server: RedisServer, prefix: str
+) -> None:
+    """Worker A's election runs in Redis (and takes the slot) but its reply comes after
+    the socket timeout: A elects locally, and the slot its lost answer won is given back,
+    so worker B is elected within seconds, not after the 30 s lease."""
+    origin = "http://127.0.0.1:10004"
+    store_a, store_b = stores(delaying_proxy.url), stores()
+    assert store_a.connected and store_b.connected
+    breaker_a, breaker_b = half_open_breakers(store_a, store_b, origin=origin)
+    watcher = redis_server.client()
+    slot = f"{prefix}probe:{origin}:1"
+    try:
+        watcher.script_load(store_a._elect_script.script)  # cached: the election runs
+        store_a._redis.ping()  # and an idle connection waits in the pool: no handshake
+        delaying_proxy.delay = SOCKET_TIMEOUT + 0.15
+        try:
+            (refusal, probe, _), elapsed = timed(lambda: breaker_a.admit(origin))
+        finally:
+            delaying_proxy.delay = 0.0
+        assert refusal is None  # elected, locally
+        assert elapsed < QUICK
+        breaker_a.release(origin, probe)  # A's probe ends without a verdict
+        probe_b = elected_within(breaker_b, origin, WAIT)
+        assert watcher.get(slot) is not None  # B holds the fleet's slot now
+        breaker_b.release(origin, probe_b)
+    finally:
+        watcher.close()
+
+
+def test_an_election_waits_at_most_the_socket_timeout_in_all(
+    delaying_proxy: DelayingProxy, stores: Stores, redis_server: RedisServer
+) -> None:
+    """As after a Redis restart: the script is not in Redis's cache and the connection is
+    new, and each reply comes just within the socket timeout. Handshake, EVALSHA, NOSCRIPT,
+    SCRIPT LOAD, EVALSHA: each command is in time, but the request waits at most about the
+    socket timeout for them all (it waited 5 replies' worth, 1 s here), then elects
+    locally."""
+    origin = "http://127.0.0.1:10005"
+    store = stores(delaying_proxy.url)
+    assert store.connected
+    (breaker,) = half_open_breakers(store, origin=origin)
+    watcher = redis_server.client()
+    try:
+        watcher.script_flush()
+        store._redis.connection_pool.disconnect(inuse_connections=False)
+        delaying_proxy.delay = SOCKET_TIMEOUT - 0.05
+        try:
+            (refusal, probe, _), elapsed = timed(lambda: breaker.admit(origin))
+        finally:
+            delaying_proxy.delay = 0.0
+        assert refusal is None
+        assert elapsed < 2 * SOCKET_TIMEOUT + 0.2, f"the election took {elapsed:.2f} s"
+        breaker.release(origin, probe)
+    finally:
+        watcher.close()
+
+
+def test_a_redis_refusing_writes_keeps_the_store_connected(
+    own_redis_server: RedisServer, api: Any, stores: Stores, prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Redis out of memory under ``noeviction`` refuses the store's writes (as a read-only
+    replica would): one WARNING, the write dropped, the connection kept, and the fleet's
+    events (published by another worker: PUBLISH is not refused) keep arriving. Before, a
+    refusal counted as a lost connection, the store re-sent its cooldown on reconnecting,
+    was refused again, and spent its time reconnecting, deaf to the fleet."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    redis = own_redis_server
+    limited = api()
+    url = limited.script("/cool", Answer(429, retry_after=9))
+    store = stores(redis.url)
+    assert store.connected
+    watcher = redis.client()
+    try:
+        watcher.config_set("maxmemory-policy", "noeviction")
+        watcher.config_set("maxmemory", 1)
+        with client(rt.RetryTransport(store=store, max_attempts=1)) as worker:
+            assert worker.get(url).status_code == 429  # a cooldown the store must write
+        origins = [f"http://fleet-{n}.test:80" for n in range(20)]
+        disconnected = 0
+        for origin in origins:
+            message = {"k": "cooldown", "o": origin, "u": time.time() + 30,
+                       "x": "retry-after", "f": "another worker"}
+            watcher.publish(prefix + "events", json.dumps(message))
+            time.sleep(0.05)
+            disconnected += not store.connected
+        assert disconnected == 0, f"disconnected at {disconnected} of {len(origins)} looks"
+        eventually(lambda: all(knows_cooldown(store, o) for o in origins),
+                   "every event of the fleet received", 2.0)
+        eventually(lambda: store_records(caplog, "refused a write"), "the refusal logged")
+        refused = store_records(caplog, "refused a write")
+        assert [r.levelno for r in refused] == [logging.WARNING]
+        assert "maxmemory" in refused[0].getMessage()  # Redis's reason, told
+        assert store_records(caplog, "Lost the store") == []
+        assert store.connected
+    finally:
+        watcher.config_set("maxmemory", 0)
+        watcher.close()
+
+
+def test_stores_made_and_closed_register_no_fork_hook_each(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The at-fork hook is the module's, registered once: stores made and closed (per
+    job, per test) do not grow the interpreter's at-fork list, which the old per-store
+    registrations did, for good."""
+    registered: list[Any] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda **hooks: registered.append(hooks))
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens: a store returns at once
+    for _ in range(200):
+        rt.RedisStore(url, prefix="rt-test:fork:").close()
+    assert len(registered) <= 1, f"{len(registered)} at-fork registrations for 200 stores"
+
+
+def test_a_release_given_back_while_reconnecting_is_sent(
+    own_redis_server: RedisServer, stores: Stores, prefix: str
+) -> None:
+    """A probe ends without a verdict while its store reconnects, just after the store sent
+    the releases it had pending: its slot is freed in Redis all the same (it was neither
+    sent nor queued, and stayed taken for the 30 s lease). The store's thread is held at
+    that point (after its pending releases are sent) while the probe is given back."""
+    redis = own_redis_server
+    origin = "http://127.0.0.1:10006"
+    store_a, store_b = stores(redis.url), stores(redis.url)
+    breaker_a, breaker_b = half_open_breakers(store_a, store_b, origin=origin)
+    watcher = redis.client()
+    slot = f"{prefix}probe:{origin}:1"
+    refusal, probe, _ = breaker_a.admit(origin)
+    assert refusal is None and watcher.exists(slot)  # A holds the fleet's slot
+    armed, held, resume = threading.Event(), threading.Event(), threading.Event()
+    send_releases = store_a._send_releases
+
+    def held_send_releases() -> None:
+        send_releases()
+        if armed.is_set() and threading.current_thread() is store_a._thread:
+            armed.clear()
+            held.set()
+            resume.wait(BOUND)
+
+    store_a._send_releases = held_send_releases
+    try:
+        armed.set()
+        watcher.client_kill_filter(_type="pubsub")  # both stores reconnect
+        assert held.wait(WAIT), "store A did not reconnect"
+        breaker_a.release(origin, probe)  # the probe ends without a verdict, now
+        resume.set()
+        eventually(lambda: not watcher.exists(slot), "the slot freed in Redis", 3.0)
+        breaker_b.release(origin, elected_within(breaker_b, origin, 3.0))
+    finally:
+        resume.set()
         watcher.close()
