@@ -260,16 +260,6 @@ class CircuitBreaker:
         """An attempt's verdict: ``failure`` (the dependency looked unhealthy) or not;
         ``probe``: what :meth:`admit` said. Returns the transitions it caused
         (``breaker_open``, ``breaker_close``)."""
-        if self.store is None:
-            return self._record(origin, failure, probe)
-        transitions = self._record(origin, failure, probe)
-        if transitions:
-            self._flush()
-        if probe:  # the fleet's slot, whatever happened here; after the reopening is
-            self.store._release(origin, self, probe)  # shared, so none probes between
-        return transitions
-
-    def _record(self, origin: str, failure: bool, probe: int) -> list[str]:
         now = self.clock()
         with self._lock:
             entry = self._origins.get(origin)
@@ -284,34 +274,45 @@ class CircuitBreaker:
                 entry.now_outcomes += 1
                 entry.outcomes += 1
                 return _NO_TRANSITIONS
-            if entry is None:
-                entry = self._origins[origin] = _Origin(self.break_duration)
-            if probe:
-                if probe == entry.period and entry.state == "half_open":
-                    entry.probes = max(0, entry.probes - 1)
-                else:
-                    probe = 0  # it outlived its half-open period: an ordinary outcome
-            if entry.state == "half_open":
-                if not probe:
-                    return []  # a request admitted before the breaker opened
-                if failure:
-                    self._open(entry, now, min(entry.break_for * 2, self.max_break_duration))
-                    return self._shared(origin, entry, "breaker_open")
-                entry.state = "closed"
-                entry.break_for = self.break_duration
-                entry.fresh_window()
-                return self._shared(origin, entry, "breaker_close")
-            if entry.state == "open":
-                return []  # in flight when it opened: already counted against it
-            self._count(entry, now, failure)
-            if (
-                entry.outcomes >= self.min_requests
-                # a quotient, not failure_ratio * outcomes: 0.28 * 25 is 7.000000000000001
-                and entry.failures / entry.outcomes >= self.failure_ratio
-            ):
-                self._open(entry, now, entry.break_for)
+            transitions = self._decide(origin, entry, now, failure, probe)
+        if self.store is not None:
+            if transitions:
+                self._flush()
+            if probe:  # the fleet's slot, whatever happened here; after the reopening is
+                self.store._release(origin, self, probe)  # shared, so none probes between
+        return transitions
+
+    def _decide(self, origin: str, entry: _Origin | None, now: float, failure: bool,
+                probe: int) -> list[str]:
+        """:meth:`record` beyond the usual case (under the lock)."""
+        if entry is None:
+            entry = self._origins[origin] = _Origin(self.break_duration)
+        if probe:
+            if probe == entry.period and entry.state == "half_open":
+                entry.probes = max(0, entry.probes - 1)
+            else:
+                probe = 0  # it outlived its half-open period: an ordinary outcome
+        if entry.state == "half_open":
+            if not probe:
+                return []  # a request admitted before the breaker opened
+            if failure:
+                self._open(entry, now, min(entry.break_for * 2, self.max_break_duration))
                 return self._shared(origin, entry, "breaker_open")
-            return []
+            entry.state = "closed"
+            entry.break_for = self.break_duration
+            entry.fresh_window()
+            return self._shared(origin, entry, "breaker_close")
+        if entry.state == "open":
+            return []  # in flight when it opened: already counted against it
+        self._count(entry, now, failure)
+        if (
+            entry.outcomes >= self.min_requests
+            # a quotient, not failure_ratio * outcomes: 0.28 * 25 is 7.000000000000001
+            and entry.failures / entry.outcomes >= self.failure_ratio
+        ):
+            self._open(entry, now, entry.break_for)
+            return self._shared(origin, entry, "breaker_open")
+        return []
 
     def release(self, origin: str, probe: int | None = None) -> None:
         """A probe (of the half-open period ``probe``, default: the current one) ended
