@@ -216,10 +216,10 @@ def test_expired_cooldowns_are_dropped(harness: Harness) -> None:
     first = httpx.Response(503, headers={"Retry-After": "1"})
     transport = harness.transport(router(log, harness, first), max_attempts=1)
     harness.send(transport, url=A)
-    assert list(transport._controller.cooldowns) == ["https://a.example.com:443"]
+    assert list(transport._controller.cooldowns.until) == ["https://a.example.com:443"]
     harness.clock.now += 2
     harness.send(transport, url=B)  # another origin: the stale entry is dropped anyway
-    assert transport._controller.cooldowns == {}
+    assert transport._controller.cooldowns.until == {}
 
 
 def test_the_jitter_on_top_of_a_cooldown_counts_against_the_deadline(harness: Harness) -> None:

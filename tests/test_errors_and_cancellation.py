@@ -109,21 +109,21 @@ def test_metadata_kept_beside_an_exception_goes_with_it(harness: Harness) -> Non
     """Nothing is retained once such an exception is gone."""
     import gc
 
-    from retry_transport import _core
+    from retry_transport import _http
 
     def handler(request: httpx.Request) -> httpx.Response:
         raise FrozenError()
 
     transport = harness.transport(handler)
     gc.collect()
-    before = len(_core._side_infos)
+    before = len(_http._side_infos)
     for _ in range(20):
         with pytest.raises(FrozenError) as caught:
             direct(harness, transport, httpx.Request("GET", "https://api.example.com/"))
-        assert len(_core._side_infos) > before  # kept while the exception lives
+        assert len(_http._side_infos) > before  # kept while the exception lives
         del caught
     gc.collect()
-    assert len(_core._side_infos) <= before
+    assert len(_http._side_infos) <= before
 
 
 # -- cancellation mid-attempt ----------------------------------------------------------

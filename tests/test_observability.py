@@ -147,13 +147,13 @@ def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> N
     import sysconfig
     import threading
 
-    from retry_transport import _core
+    from retry_transport import _controller
 
     real = sysconfig.get_config_var
     monkeypatch.setattr(sysconfig, "get_config_var",
                         lambda name: 1 if name == "Py_GIL_DISABLED" else real(name))
     transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)))
-    assert isinstance(transport._controller.request_counter, _core._LockedCount)
+    assert isinstance(transport._controller.request_counter, _controller._LockedCount)
 
     def work() -> None:
         for _ in range(500):

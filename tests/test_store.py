@@ -947,7 +947,7 @@ def test_an_idle_transports_inbox_keeps_one_entry_per_origin() -> None:
         advance(2.0, wall, busy_clock, idle_clock)
         with httpx.Client(transport=busy) as client:
             client.get(A)
-    entries = len(idle._controller.inbox)
+    entries = len(idle._controller.cooldowns.inbox)
     assert entries <= 1, f"{entries} inbox entries for one origin"
 
 

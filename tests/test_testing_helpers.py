@@ -197,7 +197,7 @@ def test_no_cooldown_is_started_in_testing_mode() -> None:
         for _ in range(4):
             client.get("https://api.example.com/")
     assert log.waits == []
-    assert transport._controller.cooldowns == {}
+    assert transport._controller.cooldowns.until == {}
 
 
 def test_blocks_closed_out_of_order_leave_no_stale_mode() -> None:

@@ -9,9 +9,10 @@ rt.retry_info(response).attempts
 
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
-from ._core import RetryHook, retry_info
 from ._errors import CircuitOpenError, CooldownError
+from ._http import retry_info
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
+from ._observe import RetryHook
 from ._policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
 from ._redis import RedisStore
 from ._retry_after import parse_http_date, parse_retry_after
@@ -43,3 +44,20 @@ __all__ = [
     "parse_retry_after",
     "retry_info",
 ]
+
+
+def _public(namespace: dict[str, object], names: list[str], module: str) -> None:
+    """Say where the public names live: their ``__module__`` is the package, not the private
+    module that defines them (as httpx does), so reprs, docs and pickles name only public
+    paths. Constants (frozensets) have no ``__module__`` to set."""
+    for name in names:
+        value = namespace[name]
+        if isinstance(value, (frozenset, str)):
+            continue
+        try:
+            value.__module__ = module
+        except (AttributeError, TypeError):  # pragma: no cover - a type that refuses it
+            pass
+
+
+_public(globals(), __all__, __name__)

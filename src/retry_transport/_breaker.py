@@ -22,22 +22,19 @@ so one breaker may serve several transports, sync and async, of both flavours.
 
 from __future__ import annotations
 
-import logging
-import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
+from ._http import normalise
 from ._models import RetryEvent
-
-if TYPE_CHECKING:
-    from ._store import MemoryStore
+from ._observe import learned
+from ._store import MemoryStore
+from ._validate import check_callable, check_count, check_hooks, check_number, check_seconds
 
 __all__ = ["BreakerState", "CircuitBreaker"]
-
-logger: Final = logging.getLogger("retry_transport")
 
 BreakerState = Literal["closed", "open", "half_open"]
 
@@ -54,25 +51,6 @@ _RECHECK: Final = 1.0
 
 _NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answer
 _PASS: Final[tuple[Admission, int, list[str]]] = (None, 0, _NO_TRANSITIONS)
-
-
-def _number(name: str, value: object, *, low: float, high: float = math.inf,
-            open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-        value
-    ):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value < low or value > high or (open_low and value == low):
-        bound = f"> {low:g}" if open_low else f">= {low:g}"
-        upper = "" if high == math.inf else f" and <= {high:g}"
-        raise ValueError(f"{name} must be {bound}{upper}, got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
 
 
 class _Origin:
@@ -159,27 +137,20 @@ class CircuitBreaker:
         | None = None,
         store: MemoryStore | None = None,
     ) -> None:
-        from ._core import _hooks  # the same validation as the transports' hooks
-        from ._store import MemoryStore
-
-        self.failure_ratio = _number("failure_ratio", failure_ratio, low=0.0, high=1.0,
-                                     open_low=True)
-        self.min_requests = _count("min_requests", min_requests)
-        self.window = _number("window", window, low=0.0, high=1e9, open_low=True)
-        self.break_duration = _number("break_duration", break_duration, low=0.0, high=1e9,
-                                      open_low=True)
-        self.max_break_duration = _number("max_break_duration", max_break_duration,
-                                          low=0.0, high=1e9, open_low=True)
+        self.failure_ratio = check_number("failure_ratio", failure_ratio, low=0.0, high=1.0,
+                                          open_low=True)
+        self.min_requests = check_count("min_requests", min_requests)
+        self.window = check_seconds("window", window)
+        self.break_duration = check_seconds("break_duration", break_duration)
+        self.max_break_duration = check_seconds("max_break_duration", max_break_duration)
         if self.max_break_duration < self.break_duration:
             raise ValueError(
                 f"max_break_duration ({self.max_break_duration:g}) must be >= "
                 f"break_duration ({self.break_duration:g})"
             )
-        self.half_open_probes = _count("half_open_probes", half_open_probes)
-        if clock is not None and not callable(clock):
-            raise ValueError(f"clock must be a function, got {clock!r}")
-        self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
-        self.hooks = _hooks(hooks)
+        self.half_open_probes = check_count("half_open_probes", half_open_probes)
+        self.clock: Callable[[], float] = check_callable("clock", clock) or time.monotonic
+        self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
         self._lock = threading.Lock()
@@ -391,26 +362,7 @@ class CircuitBreaker:
                 entry.break_for = self.break_duration
                 entry.fleet_busy_until = 0.0
                 entry.fresh_window()
-        if kind == "open":
-            logger.info(
-                "Circuit breaker opened for %s by another member of its store: no request "
-                "is sent for %.3f s", origin, remaining,
-            )
-        else:
-            logger.info(
-                "Circuit breaker closed for %s by another member of its store: it answered "
-                "a probe", origin,
-            )
-        event = RetryEvent(
-            "breaker_open" if kind == "open" else "breaker_close", "", origin, 0,
-            break_for if kind == "open" else 0.0, None, None, None, learned=True,
-        )
-        for hook in self.hooks:
-            try:
-                hook(event)
-            except Exception:
-                logger.warning("Retry hook %r raised on %s event", hook, event.kind,
-                               exc_info=True)
+        learned(kind, origin, remaining, break_for, self.hooks)
 
     # -- inside the lock ----------------------------------------------------------------
 
@@ -442,28 +394,3 @@ class CircuitBreaker:
         if failure:
             entry.now_failures += 1
             entry.failures += 1
-
-
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-
-
-def normalise(origin: object) -> str:
-    """``scheme://host:port`` of a URL or an origin string, the default port spelt out."""
-    if not isinstance(origin, str):
-        scheme = getattr(origin, "scheme", None)
-        host = getattr(origin, "host", None)
-        if not isinstance(scheme, str) or not isinstance(host, str):
-            raise TypeError(f"origin must be a URL or an origin string, got {origin!r}")
-        port = getattr(origin, "port", None)
-        text_host = f"[{host}]" if ":" in host else host
-        return f"{scheme}://{text_host}:{port or _DEFAULT_PORTS.get(scheme)}"
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(origin.strip())
-    if not parts.scheme or not parts.hostname:
-        raise ValueError(f"origin must be a URL or scheme://host[:port], got {origin!r}")
-    scheme = parts.scheme.lower()
-    host = parts.hostname.lower()
-    port = parts.port or _DEFAULT_PORTS.get(scheme)
-    text_host = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{text_host}:{port}"

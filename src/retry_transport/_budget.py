@@ -8,19 +8,16 @@ total outage allows 100 retries (50 after timeouts) and then each request is sen
 
 from __future__ import annotations
 
-import math
 import threading
+
+from ._validate import check_number
 
 __all__ = ["RetryBudget"]
 
 
 def _amount(name: str, value: object, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number of tokens, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return value
+    """A number of tokens: finite, >= 0 (> 0 with ``positive``)."""
+    return check_number(name, value, low=0.0, open_low=positive)
 
 
 class RetryBudget:

@@ -10,237 +10,48 @@ that flavour's own transport base classes (``_transports.py``, ``httpx2.py``).
 
 from __future__ import annotations
 
-import enum
-import importlib.util
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import anyio
 
 from ._breaker import CircuitBreaker
-from ._budget import RetryBudget
-from ._contact import check_contact
-from ._core import (
-    DRAIN_MAX_SECONDS,
-    Controller,
-    RetryCall,
-    RetryHook,
-    _hooks,
-    is_async_function,
-)
+from ._controller import Controller
+from ._core import DRAIN_MAX_SECONDS, RetryCall
 from ._flavour import Flavour, Request, Response
 from ._models import RetryStats
-from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy
+from ._observe import RetryHook
+from ._options import DEFAULT_BUDGET, BudgetArg, TransportOptions, configure
+from ._policy import RetryPolicy
 from ._store import MemoryStore
+from ._validate import is_async_function
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
 
-__all__ = ["DEFAULT_BUDGET", "AsyncRetry", "BudgetArg", "SyncRetry", "TransportOptions"]
+    from ._budget import RetryBudget
+
+__all__ = ["AsyncRetry", "SyncRetry"]
 
 #: The flavour's sync / async transport base class, as the constructor's ``transport``.
 _Sync = TypeVar("_Sync")
 _Async = TypeVar("_Async")
 
 
-class _Default(enum.Enum):
-    BUDGET = "default budget"
-
-    def __repr__(self) -> str:
-        # What it stands for, as help() shows it: not one shared default budget.
-        return "<a new RetryBudget() for each transport>"
-
-
-#: The default for ``budget=``: each transport owns a fresh ``RetryBudget()``.
-DEFAULT_BUDGET: Final = _Default.BUDGET
-
-#: Keywords forwarded to the inner ``HTTPTransport`` / ``AsyncHTTPTransport`` that the
-#: retry transport builds when it is given none.
-TRANSPORT_KEYWORDS: Final = frozenset(
-    {
-        "verify",
-        "cert",
-        "http1",
-        "http2",
-        "limits",
-        "trust_env",
-        "proxy",
-        "uds",
-        "local_address",
-        "retries",
-        "socket_options",
-    }
-)
-
-BudgetArg = RetryBudget | None | Literal[_Default.BUDGET]
-
-
-class TransportOptions(TypedDict, total=False):
-    """The keywords the transports take besides their own: :class:`RetryPolicy` fields, and
-    (without an inner transport) the keywords of ``httpx.HTTPTransport`` (or
-    ``httpx2.HTTPTransport``). Spelt out so that a type checker catches a misspelt or
-    mistyped keyword."""
-
-    max_attempts: int
-    retry_statuses: Iterable[int]
-    retry_methods: Iterable[str]
-    idempotency_header: str | None
-    base_delay: float
-    max_delay: float
-    jitter: Jitter
-    respect_retry_after: bool
-    max_retry_after: float
-    deadline: float | None
-    retry_body_errors: bool
-    max_body_buffer: int
-    should_retry_header: str | None
-    trust_should_retry: bool
-    respect_rate_limits: bool
-    verify: Any
-    cert: Any
-    http1: bool
-    http2: bool
-    limits: Any  # an httpx.Limits or an httpx2.Limits
-    trust_env: bool
-    proxy: Any
-    uds: str | None
-    local_address: str | None
-    retries: int
-    socket_options: Any
-
-
-def _split_keywords(
-    kwargs: Mapping[str, Any], transport: object
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    policy_fields: dict[str, Any] = {}
-    transport_kwargs: dict[str, Any] = {}
-    for name, value in kwargs.items():
-        if name in FIELDS:
-            policy_fields[name] = value
-        elif name in TRANSPORT_KEYWORDS:
-            transport_kwargs[name] = value
-        else:
-            raise TypeError(
-                f"unexpected keyword argument {name!r}: expected a RetryPolicy field "
-                f"({', '.join(sorted(FIELDS))}) or, without an inner transport, an "
-                f"HTTPTransport argument ({', '.join(sorted(TRANSPORT_KEYWORDS))})"
-            )
-    if transport is not None and transport_kwargs:
-        raise TypeError(
-            f"{', '.join(sorted(transport_kwargs))}: transport keywords configure the inner "
-            "transport the retry transport builds; configure the transport you pass instead"
-        )
-    return policy_fields, transport_kwargs
-
-
-def _checked(transport_kwargs: dict[str, Any], flavour: Flavour) -> dict[str, Any]:
-    """The inner transport's keywords, with the Client's own check for HTTP/2 support."""
-    if transport_kwargs.get("http2") and importlib.util.find_spec("h2") is None:
-        raise ImportError(
-            "Using http2=True, but the 'h2' package is not installed. "
-            f"Make sure to install {flavour.name} using `pip install {flavour.name}[http2]`."
-        )
-    return transport_kwargs
-
-
-def _controller(
-    *,
-    flavour: Flavour,
-    transport: object,
-    policy: RetryPolicy | None,
-    policy_fields: dict[str, Any],
-    budget: BudgetArg,
-    cooldown: bool,
-    hooks: Iterable[RetryHook] | RetryHook | None,
-    rng: random.Random | None,
-    sleep: object,
-    clock: Callable[[], float],
-    wallclock: Callable[[], float] | None,
-    contact: str | None,
-    auto_idempotency_key: bool,
-    breaker: CircuitBreaker | None = None,
-    attempt_header: str | None = None,
-    store: MemoryStore | None = None,
-) -> Controller:
-    if isinstance(transport, (SyncRetry, AsyncRetry)):
-        raise ValueError(
-            "transport: a retry transport cannot wrap another one; retry at one layer only "
-            "(retries at several layers multiply the load on a failing service)"
-        )
-    if policy is not None and not isinstance(policy, RetryPolicy):
-        raise ValueError(f"policy must be a RetryPolicy, got {policy!r}")
-    base = policy if policy is not None else RetryPolicy()
-    if policy_fields:
-        base = base.replace(**policy_fields)
-    if budget is DEFAULT_BUDGET:
-        budget = RetryBudget()
-    elif budget is not None and not isinstance(budget, RetryBudget):
-        raise ValueError(f"budget must be a RetryBudget or None, got {budget!r}")
-    if rng is not None and not isinstance(rng, random.Random):
-        raise ValueError(f"rng must be a random.Random, got {rng!r}")
-    if attempt_header is not None and (
-        not isinstance(attempt_header, str) or not _TOKEN.fullmatch(attempt_header)
-    ):
-        raise ValueError(f"attempt_header must be a header name or None, got {attempt_header!r}")
-    if breaker is not None and not isinstance(breaker, CircuitBreaker):
-        raise ValueError(f"breaker must be a CircuitBreaker or None, got {breaker!r}")
-    if store is not None and not isinstance(store, MemoryStore):
-        raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
-    if not isinstance(cooldown, bool):
-        raise ValueError(f"cooldown must be True or False, got {cooldown!r}")
-    if not isinstance(auto_idempotency_key, bool):
-        raise ValueError(
-            f"auto_idempotency_key must be True or False, got {auto_idempotency_key!r}"
-        )
-    for name, function in (("sleep", sleep), ("clock", clock), ("wallclock", wallclock)):
-        if function is not None and not callable(function):
-            raise ValueError(f"{name} must be a function, got {function!r}")
-    return Controller(
-        base,
-        flavour=flavour,
-        budget=budget,
-        cooldown=cooldown,
-        hooks=_hooks(hooks),
-        rng=rng if rng is not None else random.Random(),
-        clock=clock,
-        wallclock=wallclock if wallclock is not None else time.time,
-        contact=check_contact(contact),
-        auto_idempotency_key=auto_idempotency_key,
-        breaker=breaker,
-        attempt_header=attempt_header,
-        store=store,
-    )
-
-
-def _configure(
-    flavour: Flavour, transport: object, kwargs: Mapping[str, Any], *, sync: bool,
-    **options: Any,
-) -> tuple[Controller, Any]:
-    """What both drivers' constructors do: check every option, build the controller, and
-    check (or build) the inner transport of the flavour and the kind (sync or async)."""
-    policy_fields, transport_kwargs = _split_keywords(kwargs, transport)
-    controller = _controller(
-        flavour=flavour, transport=transport, policy_fields=policy_fields, **options
-    )
-    base, build = (
-        (flavour.sync_base, flavour.sync_transport) if sync
-        else (flavour.async_base, flavour.async_transport)
-    )
-    if transport is None:
-        return controller, build(**_checked(transport_kwargs, flavour))
-    if not isinstance(transport, base):
-        other = "handle_async_request" if sync else "handle_request"
-        raise ValueError(
-            f"transport must be {'a sync' if sync else 'an'} {flavour.name}."
-            f"{base.__name__}, got {transport!r}"
-            + (f": use {'AsyncRetryTransport' if sync else 'RetryTransport'}"
-               if hasattr(transport, other) else "")
-        )
-    return controller, transport
+def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, sync: bool,
+           clock: Callable[[], float]) -> None:
+    """Both constructors' body, given their ``locals()``: the options checked once
+    (``_options``), the controller and the inner transport."""
+    flavour = driver._flavour
+    policy, settings, transport = configure(flavour, values, sync=sync,
+                                            retry_types=(SyncRetry, AsyncRetry))
+    driver._controller = Controller(policy, flavour=flavour, settings=settings,
+                                    clock=settings.clock or clock)
+    driver._transport = transport
 
 
 def _buffer(response: Response, limit: int, flavour: Flavour) -> bool:
@@ -322,6 +133,8 @@ async def _aclose(response: Response) -> None:
 
 class _Common:
     _controller: Controller
+    _transport: Any
+    _flavour: ClassVar[Flavour]
 
     @property
     def policy(self) -> RetryPolicy:
@@ -411,12 +224,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                 f"coroutine function {sleep!r}: it would never be awaited, so no wait would "
                 "happen (use AsyncRetryTransport with async code)"
             )
-        self._controller, self._transport = _configure(
-            self._flavour, transport, kwargs, sync=True, policy=policy, budget=budget,
-            cooldown=cooldown, breaker=breaker, store=store, hooks=hooks, rng=rng, sleep=sleep,
-            clock=clock or time.monotonic, wallclock=wallclock, contact=contact,
-            auto_idempotency_key=auto_idempotency_key, attempt_header=attempt_header,
-        )
+        _build(self, locals(), sync=True, clock=time.monotonic)
         self._sleep = sleep if sleep is not None else time.sleep
 
     def handle_request(self, request: Request) -> Response:
@@ -427,8 +235,9 @@ class SyncRetry(_Common, Generic[_Sync]):
             while True:
                 if wait is not None:
                     self._sleep(wait)
+                attempt = call.attempt_request()  # a guard's refusal ends the request here
                 try:
-                    response = transport.handle_request(call.attempt_request())
+                    response = transport.handle_request(attempt)
                 except Exception as exc:
                     wait = call.on_error(exc)
                     if wait is None:
@@ -512,12 +321,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         ``anyio.current_time`` (the event loop's clock, virtual under trio's
         ``MockClock``). Every other argument is as for ``RetryTransport``.
         """
-        self._controller, self._transport = _configure(
-            self._flavour, transport, kwargs, sync=False, policy=policy, budget=budget,
-            cooldown=cooldown, breaker=breaker, store=store, hooks=hooks, rng=rng, sleep=sleep,
-            clock=clock or anyio.current_time, wallclock=wallclock, contact=contact,
-            auto_idempotency_key=auto_idempotency_key, attempt_header=attempt_header,
-        )
+        _build(self, locals(), sync=False, clock=anyio.current_time)
         self._sleep = sleep if sleep is not None else anyio.sleep
 
     async def handle_async_request(self, request: Request) -> Response:
@@ -528,8 +332,9 @@ class AsyncRetry(_Common, Generic[_Async]):
             while True:
                 if wait is not None:
                     await _awaitable(self._sleep(wait))
+                attempt = call.attempt_request()  # a guard's refusal ends the request here
                 try:
-                    response = await transport.handle_async_request(call.attempt_request())
+                    response = await transport.handle_async_request(attempt)
                 except Exception as exc:
                     wait = call.on_error(exc)
                     if wait is None:

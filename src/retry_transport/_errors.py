@@ -24,18 +24,18 @@ class CooldownErrorBase(Exception):
         self.remaining = remaining
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only arguments: pickle and copy need to be told how to rebuild it.
+        # Keyword-only arguments: pickle and copy need to be told how to rebuild it. The
+        # class's own method does it, so a pickle names only the public class.
         return (
-            _rebuild,
-            (type(self), str(self), self.origin, self.remaining, self.request),  # type: ignore[attr-defined]
+            type(self)._rebuild,
+            (str(self), self.origin, self.remaining, self.request),  # type: ignore[attr-defined]
             self.__dict__,
         )
 
-
-def _rebuild(
-    cls: type[CooldownErrorBase], message: str, origin: str, remaining: float, request: Any
-) -> CooldownErrorBase:
-    return cls(message, origin=origin, remaining=remaining, request=request)
+    @classmethod
+    def _rebuild(cls, message: str, origin: str, remaining: float, request: Any
+                 ) -> CooldownErrorBase:
+        return cls(message, origin=origin, remaining=remaining, request=request)
 
 
 class CooldownError(CooldownErrorBase, httpx.TransportError):

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
+from ._validate import MAX_SECONDS, check_flag, check_seconds
+
 __all__ = [
     "DEFAULT_RETRY_METHODS",
     "DEFAULT_RETRY_STATUSES",
@@ -31,21 +33,14 @@ DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PU
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
-#: The longest time any field may name, in seconds (about 31 years): far beyond any sane
-#: wait, and well within what ``time.sleep`` and the event loops accept.
-MAX_FIELD_SECONDS: Final = 1e9
+#: The longest time any field may name, in seconds (about 31 years).
+MAX_FIELD_SECONDS: Final = MAX_SECONDS
 
 
 def _number(name: str, value: object, *, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or not 0 <= value <= MAX_FIELD_SECONDS:
-        raise ValueError(
-            f"{name} must be a number of seconds in 0..{MAX_FIELD_SECONDS:g}, got {value!r}"
-        )
-    return float(value)
+    return check_seconds(name, value, zero=True)
 
 
 #: The lowest and highest status ``retry_statuses`` may hold: a retry may fix a client or a
@@ -165,9 +160,7 @@ class RetryPolicy:
                            ("retry_body_errors", retry_body_errors),
                            ("trust_should_retry", trust_should_retry),
                            ("respect_rate_limits", respect_rate_limits)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{name} must be True or False, got {flag!r}")
-            set_(self, name, flag)
+            set_(self, name, check_flag(name, flag))
         set_(self, "max_retry_after", _number("max_retry_after", max_retry_after))
         checked = _number("deadline", deadline, allow_none=True)
         if checked is not None and checked <= 0:

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from ._store import EventKind, MemoryStore, _seconds
+from ._store import EventKind, MemoryStore
+from ._validate import check_seconds
 
 if TYPE_CHECKING:
     import redis
@@ -166,8 +167,8 @@ class RedisStore(MemoryStore):
             raise ValueError(f"url must be a Redis URL, got {url!r}")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty string, got {prefix!r}")
-        self.socket_timeout = _seconds("socket_timeout", socket_timeout, high=3600)
-        self.connect_timeout = _seconds("connect_timeout", connect_timeout, high=3600)
+        self.socket_timeout = check_seconds("socket_timeout", socket_timeout, high=3600)
+        self.connect_timeout = check_seconds("connect_timeout", connect_timeout, high=3600)
         super().__init__(probe_lease=probe_lease, wallclock=wallclock)
         self.url = url
         self.prefix = prefix

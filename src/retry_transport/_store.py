@@ -11,25 +11,29 @@ saw. Times travel as wall-clock seconds (the store's ``wallclock``) and are turn
 member's own clock when they arrive, so members with different clocks (a virtual one
 included) can share one store.
 
-Sans-I/O like the core: this module imports no HTTP library and does no I/O; a store that
-talks to a server overrides :meth:`MemoryStore._share` (send one of this process's events)
-and calls :meth:`MemoryStore._learn` for each event that arrives.
+Sans-I/O like the core: this module imports no HTTP library and does no I/O. It knows its
+members only through two protocols, :class:`CooldownMember` (a transport's cooldown table)
+and :class:`BreakerMember` (a circuit breaker), and imports neither.
+
+The backend interface, for a store that talks to a server (``RedisStore``):
+
+- :meth:`MemoryStore._share`: override it to send one of this process's events;
+- :meth:`MemoryStore._learn`: call it (or extend it) for each event that arrives;
+- :meth:`MemoryStore._elect` and :meth:`MemoryStore._release`: override them to elect
+  half-open probes across processes.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Literal, TypeVar
+from typing import Final, Literal, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from ._breaker import CircuitBreaker
-    from ._core import Controller
+from ._validate import check_callable, check_seconds
 
-__all__ = ["MemoryStore"]
+__all__ = ["BreakerMember", "CooldownMember", "EventKind", "MemoryStore"]
 
 _Store = TypeVar("_Store", bound="MemoryStore")
 
@@ -41,15 +45,20 @@ EventKind = Literal["cooldown", "open", "close"]
 _PRUNE_AT: Final = 1024
 
 
-def _seconds(name: str, value: object, *, high: float = 1e9) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not 0 < value <= high
-    ):
-        raise ValueError(f"{name} must be a number of seconds > 0 and <= {high:g}, got {value!r}")
-    return float(value)
+class CooldownMember(Protocol):
+    """What a store needs of a transport's cooldown table."""
+
+    def receive_cooldown(self, origin: str, until: float, signal: str) -> None:
+        """Another member started a cooldown of ``origin`` until ``until`` (wall clock)."""
+
+
+class BreakerMember(Protocol):
+    """What a store needs of a circuit breaker."""
+
+    def _learn(self, origin: str, kind: Literal["open", "close"], remaining: float,
+               break_for: float) -> None:
+        """Another member opened (for ``remaining`` seconds, a break of ``break_for``) or
+        closed ``origin``'s breaker."""
 
 
 class MemoryStore:
@@ -72,13 +81,11 @@ class MemoryStore:
     def __init__(
         self, *, probe_lease: float = 30.0, wallclock: Callable[[], float] | None = None
     ) -> None:
-        self.probe_lease = _seconds("probe_lease", probe_lease)
-        if wallclock is not None and not callable(wallclock):
-            raise ValueError(f"wallclock must be a function, got {wallclock!r}")
-        self.wallclock: Callable[[], float] = wallclock if wallclock is not None else time.time
+        self.probe_lease = check_seconds("probe_lease", probe_lease)
+        self.wallclock: Callable[[], float] = check_callable("wallclock", wallclock) or time.time
         self._lock = threading.Lock()
-        self._controllers: weakref.WeakSet[Controller] = weakref.WeakSet()
-        self._breakers: weakref.WeakSet[CircuitBreaker] = weakref.WeakSet()
+        self._tables: weakref.WeakSet[CooldownMember] = weakref.WeakSet()
+        self._breakers: weakref.WeakSet[BreakerMember] = weakref.WeakSet()
         # What is known now, for members that join later: origin -> (until, signal) and
         # origin -> (until, break length), in wall-clock seconds.
         self._cooldowns: dict[str, tuple[float, str]] = {}
@@ -102,15 +109,15 @@ class MemoryStore:
 
     # -- members join ----------------------------------------------------------------------
 
-    def _join_cooldowns(self, controller: Controller) -> None:
+    def _join_cooldowns(self, member: CooldownMember) -> None:
         """A transport's cooldown table joins: it is told the cooldowns running now."""
         with self._lock:
-            self._controllers.add(controller)
+            self._tables.add(member)
             current = list(self._cooldowns.items())
         for origin, (until, signal) in current:
-            controller.receive_cooldown(origin, until, signal)
+            member.receive_cooldown(origin, until, signal)
 
-    def _join_breaker(self, breaker: CircuitBreaker) -> None:
+    def _join_breaker(self, breaker: BreakerMember) -> None:
         """A breaker joins: it learns the breaks running now."""
         with self._lock:
             self._breakers.add(breaker)
@@ -122,14 +129,14 @@ class MemoryStore:
 
     # -- events of this process's members --------------------------------------------------
 
-    def _cooldown(self, source: Controller, origin: str, remaining: float, signal: str) -> None:
+    def _cooldown(self, source: CooldownMember, origin: str, remaining: float, signal: str) -> None:
         """``source`` started (or lengthened) a cooldown of ``remaining`` seconds."""
         until = self.wallclock() + remaining
         if self._note_cooldown(origin, until, signal):
-            self._tell_controllers(origin, until, signal, source)
+            self._tell_tables(origin, until, signal, source)
             self._share("cooldown", origin, until, signal)
 
-    def _opened(self, source: CircuitBreaker, origin: str, remaining: float,
+    def _opened(self, source: BreakerMember, origin: str, remaining: float,
                 break_for: float) -> None:
         """``source``'s breaker for ``origin`` opened for ``remaining`` seconds."""
         until = self.wallclock() + remaining
@@ -141,7 +148,7 @@ class MemoryStore:
             breaker._learn(origin, "open", remaining, break_for)
         self._share("open", origin, until, break_for)
 
-    def _closed(self, source: CircuitBreaker, origin: str) -> None:
+    def _closed(self, source: BreakerMember, origin: str) -> None:
         """``source``'s breaker for ``origin`` closed (a probe succeeded)."""
         with self._lock:
             self._opens.pop(origin, None)
@@ -190,7 +197,7 @@ class MemoryStore:
         if kind == "cooldown":
             signal = str(extra)
             if self._note_cooldown(origin, until, signal):
-                self._tell_controllers(origin, until, signal, None)
+                self._tell_tables(origin, until, signal, None)
             return
         with self._lock:
             if kind == "open":
@@ -221,10 +228,10 @@ class MemoryStore:
             self._prune("cooldowns", self.wallclock())
             return True
 
-    def _tell_controllers(self, origin: str, until: float, signal: str,
-                          source: Controller | None) -> None:
+    def _tell_tables(self, origin: str, until: float, signal: str,
+                          source: CooldownMember | None) -> None:
         with self._lock:
-            others = [c for c in self._controllers if c is not source]
+            others = [c for c in self._tables if c is not source]
         for controller in others:
             controller.receive_cooldown(origin, until, signal)
 

@@ -126,3 +126,9 @@ class AsyncRetryTransport(_AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.Async
 
     _flavour = _HTTPX2
 
+
+
+_PUBLIC = {"CooldownError", "CircuitOpenError", "RetryTransport", "AsyncRetryTransport"}
+for _name in _PUBLIC:
+    globals()[_name].__module__ = __name__
+del _name

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, cast, get_args
 
-from .._breaker import CircuitBreaker
-from .._budget import RetryBudget
-from .._policy import Jitter, RetryPolicy
+from retry_transport import CircuitBreaker, Jitter, RetryBudget, RetryPolicy
+
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
 from ._fleet import run_fleet
 from ._outage import LONG_OUTAGE

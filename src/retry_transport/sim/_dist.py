@@ -17,7 +17,8 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_complet
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
-from .._policy import RetryPolicy
+from retry_transport import RetryPolicy
+
 from ._results import StormStats
 from ._storm import BudgetFactory, StormSpec, run_storms
 

@@ -70,10 +70,8 @@ import random
 
 import trio
 
-from .._budget import RetryBudget
-from .._policy import RetryPolicy
-from .._store import MemoryStore
-from .._transports import AsyncRetryTransport
+from retry_transport import AsyncRetryTransport, MemoryStore, RetryBudget, RetryPolicy
+
 from ._ratelimit import Callers, RateLimitedService, check_scenario, check_times
 from ._results import FleetResult
 from ._storm import BudgetFactory

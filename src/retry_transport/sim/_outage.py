@@ -47,12 +47,16 @@ from typing import Any, Final
 import httpx
 import trio
 
-from .._breaker import CircuitBreaker
-from .._budget import RetryBudget
-from .._errors import CircuitOpenError
-from .._models import RetryEvent, StopReason
-from .._policy import RetryPolicy
-from .._transports import AsyncRetryTransport
+from retry_transport import (
+    AsyncRetryTransport,
+    CircuitBreaker,
+    CircuitOpenError,
+    RetryBudget,
+    RetryEvent,
+    RetryPolicy,
+    StopReason,
+)
+
 from ._results import OutageResult
 from ._storm import BudgetFactory
 from ._virtual import run_virtual

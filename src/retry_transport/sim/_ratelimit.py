@@ -68,12 +68,15 @@ from typing import Any, Final, TypeVar
 import httpx
 import trio
 
-from .._budget import RetryBudget
-from .._core import retry_info
-from .._errors import CooldownErrorBase
-from .._models import RetryEvent
-from .._policy import RetryPolicy
-from .._transports import AsyncRetryTransport
+from retry_transport import (
+    AsyncRetryTransport,
+    CooldownError,
+    RetryBudget,
+    RetryEvent,
+    RetryPolicy,
+    retry_info,
+)
+
 from ._results import Distribution, RateLimitResult
 from ._storm import BudgetFactory
 from ._virtual import EPSILON, run_virtual
@@ -188,7 +191,7 @@ class Callers:
         self.started += 1
         try:
             response = await client.get(_URL, extensions={"sim_rng": rng})
-        except CooldownErrorBase as exc:  # a reset longer than max_retry_after
+        except CooldownError as exc:  # a reset longer than max_retry_after
             info = retry_info(exc)
             reason = info.stop_reason.value if info is not None else type(exc).__name__
             self.failures[reason] = self.failures.get(reason, 0) + 1

@@ -7,8 +7,8 @@ import re
 import textwrap
 from collections.abc import Sequence
 
-from .._breaker import CircuitBreaker
-from .._policy import RetryPolicy
+from retry_transport import CircuitBreaker, RetryPolicy
+
 from ._results import OutageResult, RateLimitResult, StormResult, StormStats
 from ._steps import UNCAPPED, Step
 

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._policy import RetryPolicy
+from retry_transport import RetryPolicy
 
 __all__ = [
     "Call",

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from .._budget import RetryBudget
-from .._policy import RetryPolicy
+from retry_transport import RetryBudget, RetryPolicy
+
 from ._results import Reply, StormResult
 from ._storm import BudgetFactory, StormSpec, run_storms
 

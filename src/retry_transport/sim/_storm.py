@@ -18,10 +18,8 @@ from typing import Final
 import httpx
 import trio
 
-from .._budget import RetryBudget
-from .._core import retry_info
-from .._policy import RetryPolicy
-from .._transports import AsyncRetryTransport
+from retry_transport import AsyncRetryTransport, RetryBudget, RetryPolicy, retry_info
+
 from ._results import Call, ClientResult, Reply, StormResult
 from ._virtual import EPSILON, run_virtual
 

@@ -10,7 +10,7 @@ from typing import Final, TypeVar
 import trio
 import trio.testing
 
-from .. import testing as _testing
+from retry_transport import testing as _testing
 
 __all__ = ["EPSILON", "quiet_transport_log", "run_virtual"]
 

@@ -1,0 +1,165 @@
+"""What one transport keeps across requests: its settings, its guards, its counters.
+
+The per-request decisions are in ``_core``; the cooldown table in ``_cooldowns``; what is
+logged and told to hooks in ``_observe``. The controller builds the guards tuple once, in
+admission order (breaker, cooldowns, budget), and the order their vetoes are asked in, from
+the rule order of ``_rules``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sysconfig
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+from ._cooldowns import CooldownTable
+from ._flavour import Flavour, Request
+from ._guards import BreakerGuard, BudgetGuard, Guard
+from ._models import Attempt, RetryInfo, RetryStats, StopReason
+from ._observe import Observer
+from ._policy import RetryPolicy
+from ._rules import NOT_RETRYABLE, ORDER, SUCCESS, Outcome, final
+
+if TYPE_CHECKING:
+    from ._options import Settings
+
+__all__ = ["Controller"]
+
+
+class _LockedCount(Iterator[int]):
+    """``itertools.count`` with a lock, for interpreters without a GIL to make it atomic."""
+
+    def __init__(self) -> None:
+        self._value = 0
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> _LockedCount:
+        return self
+
+    def __next__(self) -> int:
+        with self._lock:
+            value = self._value
+            self._value += 1
+        return value
+
+
+def _counter() -> Iterator[int]:
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return _LockedCount()
+    return itertools.count()
+
+
+_NO_GUARDS: Final[tuple[Guard, ...]] = ()
+
+
+class Controller:
+    """The state one transport keeps across requests: settings, guards, counters."""
+
+    def __init__(self, policy: RetryPolicy, *, flavour: Flavour, settings: Settings,
+                 clock: Callable[[], float]) -> None:
+        self.policy = policy
+        self.flavour = flavour
+        self.settings = settings
+        budget = self.budget = settings.budget
+        breaker = self.breaker = settings.breaker
+        cooldown = self.cooldown = settings.cooldown
+        self.rng = settings.rng
+        self.clock = clock
+        self.wallclock = settings.wallclock
+        self.contact = settings.contact
+        self.auto_idempotency_key = settings.auto_idempotency_key
+        self.attempt_header = settings.attempt_header
+        hooks = settings.hooks
+        self.observer = Observer(hooks, clock)
+        self.cooldowns = CooldownTable(clock, settings.store) if cooldown else None
+        guards: list[Guard] = []
+        if breaker is not None:
+            guards.append(BreakerGuard(breaker))
+        if self.cooldowns is not None:
+            guards.append(self.cooldowns)
+        if budget is not None:
+            guards.append(BudgetGuard(budget))
+        self.guards: tuple[Guard, ...] = tuple(guards) or _NO_GUARDS
+        #: Indexes into ``guards`` of those that veto retries, in the rule order.
+        self.vetoes: tuple[int, ...] = tuple(sorted(
+            (index for index, guard in enumerate(guards) if guard.reason is not None),
+            key=lambda index: ORDER.index(guards[index].reason),
+        ))
+        #: Whether the quick path must look for an exhausted rate-limit quota.
+        self.pacing = cooldown and policy.respect_rate_limits
+        self._lock = threading.Lock()
+        # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
+        # lock; stats() draws from them too (under the lock) and subtracts its own draws.
+        self.request_counter = _counter()
+        self._retries = _counter()
+        self._draws = 0
+        self._gave_up: dict[StopReason, int] = {}
+        # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
+        # immutable, so one object serves every such response.
+        self.single_infos: dict[int, RetryInfo] = {}
+        self.finals: dict[int, Outcome] = {}
+
+    def prepare(self, request: Request, policy: RetryPolicy) -> None:
+        """Add the headers a polite client sends: ``From`` and an idempotency key."""
+        if self.contact is not None and "from" not in request.headers:
+            request.headers["From"] = self.contact
+        header = policy.idempotency_header
+        if (
+            self.auto_idempotency_key
+            and header
+            and request.method not in policy.retry_methods
+            and not request.headers.get(header, "").strip()
+        ):
+            request.headers[header] = f'"{uuid.uuid4()}"'
+
+    def single_info(self, status: int) -> RetryInfo:
+        """The metadata of a first-attempt outcome that is not retried (shared, immutable)."""
+        info = self.single_infos.get(status)
+        if info is None:
+            reason = SUCCESS if status < 400 else NOT_RETRYABLE
+            info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
+            self.single_infos[status] = info
+        return info
+
+    def final(self, status: int) -> Outcome:
+        """The outcome of a first-attempt answer that is final at once (shared)."""
+        outcome = self.finals.get(status)
+        if outcome is None:
+            outcome = self.finals[status] = final(status)
+        return outcome
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def note_retry(self, request: Request, attempt: int, of: int, wait: float,
+                   status: int | None, error: str | None, signal: str | None) -> None:
+        next(self._retries)
+        observer = self.observer
+        if observer.listening:
+            observer.retry(request, attempt, of, wait, status, error, signal)
+
+    def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool) -> None:
+        reason = info.stop_reason
+        gave_up = reason is not SUCCESS and (info.retries > 0 or failed_retryable)
+        if gave_up:
+            with self._lock:
+                self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
+        if gave_up or info.retries > 0:
+            self.observer.finish(request, info, gave_up)
+
+    def stats(self) -> RetryStats:
+        with self._lock:
+            requests = next(self.request_counter) - self._draws
+            retries = next(self._retries) - self._draws
+            self._draws += 1
+            gave_up = dict(self._gave_up)
+        return RetryStats(
+            requests=requests,
+            retries=retries,
+            gave_up=MappingProxyType(gave_up),
+            budget_tokens=None if self.budget is None else self.budget.tokens,
+            retry_rate=retries / requests if requests else 0.0,
+        )

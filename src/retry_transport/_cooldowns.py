@@ -1,0 +1,172 @@
+"""Origin cooldowns: an origin that asked for quiet is left alone until then.
+
+When an origin answers 429 or 503 with a usable ``Retry-After`` (or a response shows an
+exhausted rate-limit quota), every request the transport makes to it waits until then
+before its first attempt, instead of adding to the load the origin is shedding. Each held
+request adds the policy's first jittered backoff step on top, so the herd does not come back
+in one instant; a request that cannot wait that long is refused with ``CooldownError``.
+
+:class:`CooldownTable` is a guard (see ``_guards``): it holds or refuses first attempts, and
+learns from every attempt's outcome. With a store, it is one of the store's members: what
+it starts is shared, and what others start arrives in its inbox.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from ._guards import FIRST, CallView, Hold, Refusal
+from ._models import StopReason
+from ._policy import compute_backoff
+from ._rules import Outcome
+
+if TYPE_CHECKING:
+    from ._store import MemoryStore
+
+__all__ = ["CooldownTable"]
+
+_RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
+_DEADLINE: Final = StopReason.DEADLINE
+
+
+class CooldownTable:
+    """The origins one transport holds requests for, and until when (its clock's time)."""
+
+    reason = None  # it vetoes no retry: a retry already waits at least the server's time
+
+    def __init__(self, clock: Callable[[], float], store: MemoryStore | None) -> None:
+        self.clock = clock
+        # origin -> clock time until which it asked for quiet
+        self.until: dict[str, float] = {}
+        # origin -> the header that started its cooldown ("retry-after", a rate-limit reset)
+        self.signals: dict[str, str] = {}
+        # (until, origin), soonest first: expires cooldowns without scanning the table.
+        self._expiry: list[tuple[float, str]] = []
+        self._lock = threading.Lock()
+        # Cooldowns other members of the store started, in wall-clock time: origin ->
+        # (until, signal), the latest per origin, so an idle transport's inbox stays as
+        # small as the store's table. Filled by whichever thread delivers them, emptied by
+        # the next request, which turns them into this table's clock (an event loop's).
+        self.inbox: dict[str, tuple[float, str]] = {}
+        self._inbox_lock = threading.Lock()
+        self.store = store
+        if store is not None:
+            store._join_cooldowns(self)
+
+    # -- the guard -----------------------------------------------------------------------
+
+    def admit(self, call: CallView, carried: object) -> object:
+        """Before a first attempt: ``None`` (go), a :class:`Hold` (wait first), or a
+        :class:`Refusal` (the origin's quiet outlasts what the request may wait). The
+        ticket is the table itself: it learns from every attempt."""
+        if carried is not FIRST:
+            return self
+        if self.inbox:
+            self.take_inbox()
+        if not self.until or not call.enabled:
+            return self
+        policy = call.policy
+        if not policy.respect_retry_after:
+            return self
+        origin = call.origin
+        remaining = self.left(origin, self.clock())
+        if remaining <= 0.0:
+            return self
+        signal = self.signals.get(origin, "retry-after")
+        limit = policy.max_retry_after
+        if remaining > limit:
+            return self._refusal(origin, remaining, signal, _RETRY_AFTER_TOO_LONG,
+                                 f"more than max_retry_after={limit:g} s")
+        # The origin's time is the floor; each held request adds the policy's first
+        # jittered backoff step on top, so that the requests it held do not all come back
+        # in the same instant (the herd that jitter exists to break up).
+        wait = remaining + compute_backoff(policy, 0, policy.base_delay, call.rng)
+        deadline = policy.deadline
+        if deadline is not None and wait >= deadline:
+            return self._refusal(origin, remaining, signal, _DEADLINE,
+                                 f"past the deadline of {deadline:g} s")
+        return Hold(wait, signal)
+
+    @staticmethod
+    def _refusal(origin: str, remaining: float, signal: str, reason: StopReason,
+                 why: str) -> Refusal:
+        shown = "Retry-After" if signal == "retry-after" else signal
+        return Refusal(
+            reason, "cooldown", origin, remaining,
+            f"{origin} asked for quiet ({shown}) for {remaining:.3f} s more, {why}: not sent",
+        )
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        """An attempt's outcome: an origin asking for quiet starts (or lengthens) its
+        cooldown."""
+        if outcome is not None and outcome.quiet is not None and call.testing is None:
+            # (time stands still in testing mode: no cooldown is started)
+            self.start(call.origin, self.clock() + outcome.quiet, outcome.signal)
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        return None
+
+    # -- the table -------------------------------------------------------------------------
+
+    def left(self, origin: str, now: float) -> float:
+        """Seconds of quiet ``origin`` still asks for (0.0: none). O(log n) at worst."""
+        expiry = self._expiry
+        if expiry and expiry[0][0] <= now:
+            self._expire(now)
+        until = self.until.get(origin)
+        if until is None or until <= now:
+            return 0.0
+        return until - now
+
+    def _expire(self, now: float) -> None:
+        """Drop the cooldowns that are over, soonest first, so that requests go back to the
+        quick path once every cooldown is over and the table does not grow without bound.
+        Each entry is pushed and popped once: no scan of the table."""
+        with self._lock:
+            expiry, table = self._expiry, self.until
+            while expiry and expiry[0][0] <= now:
+                until, origin = heapq.heappop(expiry)
+                if table.get(origin) == until:
+                    del table[origin]
+                    self.signals.pop(origin, None)
+
+    def start(self, origin: str, until: float, signal: str | None = None, *,
+              share: bool = True) -> None:
+        """``origin`` asked for quiet until ``until`` (clock time), by the header ``signal``.
+        With a store, a cooldown that ends later than the one known is shared (``share``)."""
+        signal = signal or "retry-after"
+        with self._lock:
+            if until <= self.until.get(origin, 0.0):
+                return
+            self.until[origin] = until
+            self.signals[origin] = signal
+            # A later cooldown of the same origin leaves its old entry in the heap;
+            # _expire skips it, as it no longer matches the table.
+            heapq.heappush(self._expiry, (until, origin))
+        if share and self.store is not None:
+            self.store._cooldown(self, origin, until - self.clock(), signal)
+
+    # -- the store's member protocol -----------------------------------------------------------
+
+    def receive_cooldown(self, origin: str, until: float, signal: str) -> None:
+        """Another member of the store started a cooldown until ``until`` (wall-clock
+        seconds): applied at this table's next request (any thread may call this)."""
+        with self._inbox_lock:
+            known = self.inbox.get(origin)
+            if known is None or until > known[0]:
+                self.inbox[origin] = (until, signal)
+
+    def take_inbox(self) -> None:
+        """Apply the cooldowns received, as if this table had started them."""
+        with self._inbox_lock:
+            inbox, self.inbox = self.inbox, {}
+        store = self.store
+        if store is None or not inbox:
+            return
+        wall, now = store.wallclock(), self.clock()
+        for origin, (until, signal) in inbox.items():
+            if until > wall:
+                self.start(origin, now + (until - wall), signal, share=False)

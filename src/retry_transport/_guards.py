@@ -1,0 +1,213 @@
+"""The guard seam: everything that may admit or refuse an attempt, learn from its outcome,
+or veto a retry.
+
+A transport holds a tuple of guards (today the circuit breaker, the origin cooldowns and the
+retry budget). For every attempt of a request, the core (``_core.RetryCall``):
+
+1. asks each guard, in the tuple's order, to **admit** the attempt: it answers with a ticket
+   (any object, ``None`` included, handed back when the attempt is settled), a
+   :class:`Refusal` (the attempt is not made; the request ends with the refusal's stop
+   reason and error), or a :class:`Hold` (before a first attempt only: wait that long, then
+   go);
+2. **settles** each ticket with the attempt's :class:`~._rules.Outcome`, or with ``None``
+   when the attempt ended without a verdict (cancelled, interrupted, refused by a later
+   guard);
+3. when the outcome is retryable and the request's own rules allow a retry, asks each guard
+   that has a ``reason`` (in the order of :data:`~._rules.ORDER`) to **veto** the retry: it
+   answers with that stop reason (no retry), or with anything else, which is carried to its
+   ``admit`` of the next attempt (the budget carries what the retry cost). The budget is
+   asked last, so no veto after it can leave a retry paid for and not made.
+
+Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two
+attempts of one request may be in flight at once. A guard reads the request through the
+:class:`CallView` it is given and writes nothing on it. Adding a guard: a module with a class
+that has these three methods and a ``reason``; the transport's keyword in ``_options``; its
+stop reason, if new, in ``StopReason`` and ``_rules.RULES``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Final, Literal, Protocol
+
+from ._models import StopReason
+from ._observe import Observer
+
+if TYPE_CHECKING:
+    from ._breaker import CircuitBreaker
+    from ._budget import RetryBudget
+    from ._flavour import Request
+    from ._policy import RetryPolicy
+    from ._rules import Outcome
+    from .testing import TestingLog
+
+__all__ = ["FIRST", "BreakerGuard", "BudgetGuard", "CallView", "Guard", "Hold", "Refusal"]
+
+#: What ``admit`` is given as ``carried`` for a request's first attempt.
+FIRST: Final = object()
+
+_CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
+_BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED
+
+
+class CallView(Protocol):
+    """What a guard may read of the request it judges (``_core.RetryCall`` provides it)."""
+
+    @property
+    def request(self) -> Request: ...
+    @property
+    def policy(self) -> RetryPolicy: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def testing(self) -> TestingLog | None: ...
+    @property
+    def rng(self) -> random.Random: ...
+    @property
+    def observer(self) -> Observer: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def retries(self) -> int:
+        """Attempts already made (0 before the first attempt is admitted)."""
+    @property
+    def attempt(self) -> int:
+        """The number of the attempt being admitted or settled (1 for the first)."""
+
+
+class Refusal:
+    """A guard refuses an attempt: the request ends with ``reason``, raising the flavour's
+    ``CooldownError`` or ``CircuitOpenError`` (``error``) with this message."""
+
+    __slots__ = ("error", "message", "origin", "reason", "remaining")
+
+    def __init__(self, reason: StopReason, error: Literal["cooldown", "circuit_open"],
+                 origin: str, remaining: float, message: str) -> None:
+        self.reason = reason
+        self.error = error
+        self.origin = origin
+        self.remaining = remaining
+        self.message = message
+
+
+class Hold:
+    """A guard holds a first attempt for ``wait`` seconds (``signal``: the header that asked)."""
+
+    __slots__ = ("signal", "wait")
+
+    def __init__(self, wait: float, signal: str) -> None:
+        self.wait = wait
+        self.signal = signal
+
+
+class Guard(Protocol):
+    """The protocol every guard implements (see the module docstring)."""
+
+    @property
+    def reason(self) -> StopReason | None:
+        """The stop reason its veto gives, placing it in the rule order; ``None``: no veto."""
+
+    def admit(self, call: CallView, carried: object) -> object:
+        """A ticket for this attempt, a :class:`Refusal`, or a :class:`Hold`; ``carried``
+        is :data:`FIRST` for a first attempt, else what this guard's veto answered before
+        this retry."""
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        """The attempt this guard admitted with ``ticket`` is over (``None``: no verdict)."""
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        """``reason`` to stop the retry that ``outcome`` calls for; anything else lets it be
+        and is carried to the next :meth:`admit`."""
+
+
+def _breakers(call: CallView) -> str:
+    testing = call.testing
+    return "on" if testing is None else testing.breakers
+
+
+class BreakerGuard:
+    """A :class:`~retry_transport.CircuitBreaker` as a guard: it admits attempts (probes
+    while half-open), counts their outcomes, and vetoes retries while open. Under
+    ``retry_testing(breakers="off")`` it does nothing; with ``"open"`` it refuses all."""
+
+    reason = _CIRCUIT_OPEN
+
+    def __init__(self, breaker: CircuitBreaker) -> None:
+        self.breaker = breaker
+
+    def admit(self, call: CallView, carried: object) -> object:
+        """The ticket is the half-open period the attempt probes (0: no probe), or ``None``
+        when testing mode turns breakers off."""
+        breaker = self.breaker
+        mode = _breakers(call)
+        if mode == "off":
+            return None
+        origin = call.origin
+        if mode == "open":
+            remaining: float | None = breaker.break_duration
+            probe = 0
+        else:
+            remaining, probe, transitions = breaker.admit(origin)
+            if transitions:
+                self._tell(call, transitions, None, None)
+        if remaining is None:
+            return probe
+        return Refusal(
+            _CIRCUIT_OPEN, "circuit_open", origin, remaining,
+            f"{origin}: circuit breaker open"
+            + (f", next probe in {remaining:.3f} s" if remaining else ", every probe slot taken")
+            + ": not sent",
+        )
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        if ticket is None:
+            return
+        assert isinstance(ticket, int)
+        if outcome is None or outcome.failure is None:
+            if ticket:  # a probe without a verdict: its slot goes back
+                self.breaker.release(call.origin, ticket)
+            return
+        transitions = self.breaker.record(call.origin, outcome.failure, ticket)
+        if transitions:
+            self._tell(call, transitions, outcome.status, outcome.error)
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        if _breakers(call) != "off" and self.breaker.is_open(call.origin):
+            return _CIRCUIT_OPEN
+        return None
+
+    def _tell(self, call: CallView, transitions: list[str], status: int | None,
+              error: str | None) -> None:
+        breaker, origin = self.breaker, call.origin
+        call.observer.breaker(transitions, call.request, origin, call.attempt,
+                              breaker.opened_for(origin), status, error, breaker.hooks)
+
+
+#: The ticket of a first attempt: a success puts back ``success_refund``.
+_REFUND: Final = object()
+
+
+class BudgetGuard:
+    """A :class:`~retry_transport.RetryBudget` as a guard: a retry must be paid for; a
+    request that succeeds puts back what its last retry took (``success_refund`` without
+    a retry)."""
+
+    reason = _BUDGET_EXHAUSTED
+
+    def __init__(self, budget: RetryBudget) -> None:
+        self.budget = budget
+
+    def admit(self, call: CallView, carried: object) -> object:
+        return _REFUND if carried is FIRST else carried
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        if outcome is not None and outcome.success:
+            budget = self.budget
+            if ticket is _REFUND:
+                budget.release(budget.success_refund)
+            elif isinstance(ticket, (int, float)):
+                budget.release(ticket)
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        cost = self.budget.acquire(timeout=outcome.timeout)
+        return _BUDGET_EXHAUSTED if cost is None else cost

@@ -1,0 +1,204 @@
+"""The one emitter: every log line the package writes about requests and breakers, and every
+call of a hook.
+
+The core, the guards and the breaker tell an :class:`Observer` what happened, as plain data
+(the request, numbers, names); it decides what is worth a line at which
+level, throttles repeated refusals, and hands a :class:`RetryEvent` to the hooks. A hook that
+raises is logged and never breaks a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import typing
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from ._flavour import Request
+from ._http import origin as origin_of, redact_url
+from ._models import RetryEvent, RetryInfo, StopReason
+
+__all__ = ["REFUSAL_LOG_INTERVAL", "RetryHook", "Observer", "emit", "logger"]
+
+logger: Final = logging.getLogger("retry_transport")
+# A library leaves output to the application: without logging configured, say nothing.
+logger.addHandler(logging.NullHandler())
+
+#: A hook: a plain function given each :class:`RetryEvent`. (``typing.Callable``, whose
+#: alias can say that it lives in ``retry_transport``.)
+RetryHook = typing.Callable[[RetryEvent], object]
+
+#: Seconds between two WARNING lines for the same stop reason and origin, when requests are
+#: refused a retry (budget exhausted, unsafe method, ...): the lines in between are counted.
+REFUSAL_LOG_INTERVAL: Final = 10.0
+
+_SUCCESS: Final = StopReason.SUCCESS
+_DISABLED: Final = StopReason.DISABLED
+_CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
+
+
+def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
+    """Give ``event`` to each hook; one that raises is logged and the others still run."""
+    for hook in hooks:
+        try:
+            hook(event)
+        except Exception:
+            logger.warning("Retry hook %r raised on %s event", hook, event.kind, exc_info=True)
+
+
+def display(signal: str) -> str:
+    """A signal's header name as logs spell it."""
+    return "Retry-After" if signal == "retry-after" else signal
+
+
+class Observer:
+    """What one transport says about its requests: log lines and events for its hooks."""
+
+    def __init__(self, hooks: tuple[RetryHook, ...], clock: Callable[[], float]) -> None:
+        self.hooks = hooks
+        self._clock = clock
+        self._lock = threading.Lock()
+        # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
+        self._refusals: dict[tuple[StopReason, str], list[float]] = {}
+
+    @property
+    def listening(self) -> bool:
+        """Whether anything would hear of a retry (INFO logging, or a hook)."""
+        return bool(self.hooks) or logger.isEnabledFor(logging.INFO)
+
+    def retry(self, request: Request, attempt: int, of: int, wait: float,
+              status: int | None, error: str | None, signal: str | None) -> None:
+        """Attempt ``attempt`` (of at most ``of``) failed; the next one follows in ``wait``."""
+        log = logger.isEnabledFor(logging.INFO)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        if log:
+            logger.info(
+                "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
+                method, url, status or error, attempt, of, wait,
+            )
+        if self.hooks:
+            emit(RetryEvent("retry", method, url, attempt, wait, status, error, None, signal),
+                 self.hooks)
+
+    def cooldown(self, request: Request, origin: str, wait: float, signal: str) -> None:
+        """A request waits ``wait`` seconds before its first attempt: ``origin`` cools down."""
+        log = logger.isEnabledFor(logging.INFO)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        if log:
+            logger.info(
+                "Holding %s %s for %.3f s: %s asked for quiet (%s)",
+                method, url, wait, origin, display(signal),
+            )
+        if self.hooks:
+            emit(RetryEvent("cooldown", method, url, 0, wait, None, None, None, signal),
+                 self.hooks)
+
+    def finish(self, request: Request, info: RetryInfo, gave_up: bool) -> None:
+        """A request ended after retries, or unsuccessfully instead of one (``gave_up``)."""
+        reason = info.stop_reason
+        last = info.history[-1] if info.history else None
+        outcome = (last.status or last.error) if last is not None else "no attempt"
+        method = request.method
+        if reason is _SUCCESS:
+            if logger.isEnabledFor(logging.INFO):
+                url = redact_url(request.url)
+                logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
+            return
+        if info.retries > 0:
+            level = logging.ERROR
+        elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):
+            level = logging.DEBUG  # refused by an open breaker: its transition was logged
+        else:
+            level = logging.WARNING
+        log = logger.isEnabledFor(level)
+        if not log and not self.hooks:
+            return
+        url = redact_url(request.url)
+        if log:
+            if level == logging.WARNING:
+                self._refusal(method, url, origin_of(request.url), reason, info.attempts, outcome)
+            else:
+                logger.log(
+                    level,
+                    "Giving up on %s %s after %d attempt(s): %s (%s)",
+                    method, url, info.attempts, outcome, reason.value,
+                )
+        if gave_up and self.hooks:
+            emit(RetryEvent(
+                "give_up", method, url, info.attempts, 0.0,
+                last.status if last else None, last.error if last else None, reason,
+            ), self.hooks)
+
+    def breaker(self, kinds: Sequence[str], request: Request, origin: str, attempt: int,
+                opened_for: float, status: int | None, error: str | None,
+                breaker_hooks: tuple[RetryHook, ...]) -> None:
+        """One line and one event per transition of ``origin``'s breaker, to this
+        transport's hooks and the breaker's own (never one per refused request)."""
+        method, url = request.method, redact_url(request.url)
+        for kind in kinds:
+            wait = opened_for if kind == "breaker_open" else 0.0
+            if kind == "breaker_open":
+                logger.warning(
+                    "Circuit breaker opened for %s after %s: no request is sent for %.3f s",
+                    origin, status or error or "failures", wait,
+                )
+            elif kind == "breaker_close":
+                logger.info("Circuit breaker closed for %s: it answered a probe", origin)
+            else:
+                logger.info("Circuit breaker half-open for %s: sending a probe", origin)
+            event = RetryEvent(kind, method, url, attempt, wait, status, error, None)  # type: ignore[arg-type]
+            emit(event, self.hooks + breaker_hooks)
+
+    def _refusal(self, method: str, url: str, origin: str, reason: StopReason, attempts: int,
+                 outcome: object) -> None:
+        """A retryable failure refused without a retry: the first per stop reason and origin
+        is logged, then at most one line per ``REFUSAL_LOG_INTERVAL`` seconds with the count
+        since the last line (an outage would otherwise log one WARNING per request)."""
+        key = (reason, origin)
+        now = self._clock()
+        with self._lock:
+            entry = self._refusals.get(key)
+            count, since = 0, 0.0
+            if entry is None:
+                self._refusals[key] = [now, 0]
+            else:
+                entry[1] += 1
+                if now - entry[0] < REFUSAL_LOG_INTERVAL:
+                    return
+                count, since = int(entry[1]), now - entry[0]
+                entry[0], entry[1] = now, 0
+        if count == 0:
+            logger.warning(
+                "Giving up on %s %s after %d attempt(s): %s (%s)",
+                method, url, attempts, outcome, reason.value,
+            )
+        else:
+            logger.warning(
+                "Gave up on %d more request(s) to %s without a retry in the last %.0f s (%s)",
+                count, origin, since, reason.value,
+            )
+
+
+def learned(kind: str, origin: str, remaining: float, break_for: float,
+            hooks: tuple[RetryHook, ...]) -> None:
+    """A breaker learned a transition of ``origin`` from its store: an INFO line, and a
+    ``learned`` event for the breaker's hooks."""
+    if kind == "open":
+        logger.info(
+            "Circuit breaker opened for %s by another member of its store: no request "
+            "is sent for %.3f s", origin, remaining,
+        )
+    else:
+        logger.info(
+            "Circuit breaker closed for %s by another member of its store: it answered "
+            "a probe", origin,
+        )
+    emit(RetryEvent(
+        "breaker_open" if kind == "open" else "breaker_close", "", origin, 0,
+        break_for if kind == "open" else 0.0, None, None, None, learned=True,
+    ), hooks)
