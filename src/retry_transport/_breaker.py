@@ -153,6 +153,9 @@ class CircuitBreaker:
         self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
+        #: Origins whose breaker is open or half-open (changed under the lock): while 0,
+        #: every request is let through without asking.
+        self.unclosed = 0
         self._lock = threading.Lock()
         if store is not None and not isinstance(store, MemoryStore):
             raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
@@ -270,6 +273,7 @@ class CircuitBreaker:
                 self._open(entry, now, min(entry.break_for * 2, self.max_break_duration))
                 return self._shared(origin, entry, "breaker_open")
             entry.state = "closed"
+            self.unclosed -= 1
             entry.break_for = self.break_duration
             entry.fresh_window()
             return self._shared(origin, entry, "breaker_close")
@@ -359,6 +363,7 @@ class CircuitBreaker:
                 if entry is None or entry.state == "closed":
                     return
                 entry.state = "closed"
+                self.unclosed -= 1
                 entry.break_for = self.break_duration
                 entry.fleet_busy_until = 0.0
                 entry.fresh_window()
@@ -367,6 +372,8 @@ class CircuitBreaker:
     # -- inside the lock ----------------------------------------------------------------
 
     def _open(self, entry: _Origin, now: float, duration: float) -> None:
+        if entry.state == "closed":
+            self.unclosed += 1
         entry.state = "open"
         entry.break_for = duration
         entry.opened_until = now + duration

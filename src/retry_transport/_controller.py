@@ -73,6 +73,8 @@ class Controller:
         self.contact = settings.contact
         self.auto_idempotency_key = settings.auto_idempotency_key
         self.attempt_header = settings.attempt_header
+        #: Whether requests get headers added (``From``, an idempotency key).
+        self.prepares = self.contact is not None or self.auto_idempotency_key
         hooks = settings.hooks
         self.observer = Observer(hooks, clock)
         self.cooldowns = CooldownTable(clock, settings.store) if cooldown else None
@@ -84,6 +86,16 @@ class Controller:
         if budget is not None:
             guards.append(BudgetGuard(budget))
         self.guards: tuple[Guard, ...] = tuple(guards) or _NO_GUARDS
+        #: The tickets of a first attempt while every guard is quiet.
+        self.plain: tuple[tuple[Guard, object], ...] = tuple(
+            (guard, guard.plain) for guard in guards if guard.plain is not None
+        )
+        #: The guards that may stop being quiet (a class-level ``quiet = True`` never does).
+        self.watched: tuple[Guard, ...] = tuple(
+            guard for guard in guards if getattr(type(guard), "quiet", None) is not True
+        )
+        #: The guards that learn from what responses say (an origin asking for quiet).
+        self.learners: tuple[Guard, ...] = tuple(g for g in guards if g.learns)
         #: Indexes into ``guards`` of those that veto retries, in the rule order.
         self.vetoes: tuple[int, ...] = tuple(sorted(
             (index for index, guard in enumerate(guards) if guard.reason is not None),
@@ -99,9 +111,8 @@ class Controller:
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
-        # immutable, so one object serves every such response.
-        self.single_infos: dict[int, RetryInfo] = {}
-        self.finals: dict[int, Outcome] = {}
+        # immutable, so one pair serves every such response.
+        self.finals: dict[int, tuple[RetryInfo, Outcome]] = {}
 
     def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""
@@ -116,21 +127,15 @@ class Controller:
         ):
             request.headers[header] = f'"{uuid.uuid4()}"'
 
-    def single_info(self, status: int) -> RetryInfo:
-        """The metadata of a first-attempt outcome that is not retried (shared, immutable)."""
-        info = self.single_infos.get(status)
-        if info is None:
+    def final(self, status: int) -> tuple[RetryInfo, Outcome]:
+        """The metadata and the outcome of a first-attempt answer that is final at once
+        (shared, immutable)."""
+        pair = self.finals.get(status)
+        if pair is None:
             reason = SUCCESS if status < 400 else NOT_RETRYABLE
             info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
-            self.single_infos[status] = info
-        return info
-
-    def final(self, status: int) -> Outcome:
-        """The outcome of a first-attempt answer that is final at once (shared)."""
-        outcome = self.finals.get(status)
-        if outcome is None:
-            outcome = self.finals[status] = final(status)
-        return outcome
+            pair = self.finals[status] = (info, final(status))
+        return pair
 
     # -- bookkeeping -------------------------------------------------------------------
 

@@ -36,6 +36,12 @@ class CooldownTable:
     """The origins one transport holds requests for, and until when (its clock's time)."""
 
     reason = None  # it vetoes no retry: a retry already waits at least the server's time
+    learns = True
+    plain: object = None  # it takes no ticket
+
+    #: No cooldown and nothing in the inbox: a first attempt is let through at once. Set
+    #: under ``_inbox_lock`` only, False after the change that makes it so.
+    quiet: bool
 
     def __init__(self, clock: Callable[[], float], store: MemoryStore | None) -> None:
         self.clock = clock
@@ -52,6 +58,7 @@ class CooldownTable:
         # the next request, which turns them into this table's clock (an event loop's).
         self.inbox: dict[str, tuple[float, str]] = {}
         self._inbox_lock = threading.Lock()
+        self.quiet = True
         self.store = store
         if store is not None:
             store._join_cooldowns(self)
@@ -60,21 +67,21 @@ class CooldownTable:
 
     def admit(self, call: CallView, carried: object) -> object:
         """Before a first attempt: ``None`` (go), a :class:`Hold` (wait first), or a
-        :class:`Refusal` (the origin's quiet outlasts what the request may wait). The
-        ticket is the table itself: it learns from every attempt."""
+        :class:`Refusal` (the origin's quiet outlasts what the request may wait). It takes
+        no ticket: it learns from responses through :meth:`learn`."""
         if carried is not FIRST:
-            return self
+            return None
         if self.inbox:
             self.take_inbox()
         if not self.until or not call.enabled:
-            return self
+            return None
         policy = call.policy
         if not policy.respect_retry_after:
-            return self
+            return None
         origin = call.origin
         remaining = self.left(origin, self.clock())
         if remaining <= 0.0:
-            return self
+            return None
         signal = self.signals.get(origin, "retry-after")
         limit = policy.max_retry_after
         if remaining > limit:
@@ -100,9 +107,11 @@ class CooldownTable:
         )
 
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
-        """An attempt's outcome: an origin asking for quiet starts (or lengthens) its
-        cooldown."""
-        if outcome is not None and outcome.quiet is not None and call.testing is None:
+        pass
+
+    def learn(self, call: CallView, outcome: Outcome) -> None:
+        """An origin asking for quiet starts (or lengthens) its cooldown."""
+        if outcome.quiet is not None and call.testing is None:
             # (time stands still in testing mode: no cooldown is started)
             self.start(call.origin, self.clock() + outcome.quiet, outcome.signal)
 
@@ -132,6 +141,12 @@ class CooldownTable:
                 if table.get(origin) == until:
                     del table[origin]
                     self.signals.pop(origin, None)
+        if not self.until:
+            self._requiet()
+
+    def _requiet(self) -> None:
+        with self._inbox_lock:
+            self.quiet = not self.until and not self.inbox
 
     def start(self, origin: str, until: float, signal: str | None = None, *,
               share: bool = True) -> None:
@@ -146,6 +161,9 @@ class CooldownTable:
             # A later cooldown of the same origin leaves its old entry in the heap;
             # _expire skips it, as it no longer matches the table.
             heapq.heappush(self._expiry, (until, origin))
+        if self.quiet:
+            with self._inbox_lock:
+                self.quiet = False
         if share and self.store is not None:
             self.store._cooldown(self, origin, until - self.clock(), signal)
 
@@ -158,15 +176,17 @@ class CooldownTable:
             known = self.inbox.get(origin)
             if known is None or until > known[0]:
                 self.inbox[origin] = (until, signal)
+                self.quiet = False
 
     def take_inbox(self) -> None:
         """Apply the cooldowns received, as if this table had started them."""
         with self._inbox_lock:
             inbox, self.inbox = self.inbox, {}
         store = self.store
-        if store is None or not inbox:
-            return
-        wall, now = store.wallclock(), self.clock()
-        for origin, (until, signal) in inbox.items():
-            if until > wall:
-                self.start(origin, now + (until - wall), signal, share=False)
+        if store is not None and inbox:
+            wall, now = store.wallclock(), self.clock()
+            for origin, (until, signal) in inbox.items():
+                if until > wall:
+                    self.start(origin, now + (until - wall), signal, share=False)
+        if not self.until:
+            self._requiet()

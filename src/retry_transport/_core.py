@@ -30,7 +30,7 @@ from typing import Any, Final, NoReturn
 from . import testing as _testing
 from ._controller import Controller
 from ._flavour import Request, Response
-from ._guards import FIRST, Hold, Refusal
+from ._guards import FIRST, Guard, Hold, Refusal
 from ._http import attach, clipped_timeouts, length, origin as origin_of, remember
 from ._models import Attempt, RetryInfo, StopReason
 from ._observe import Observer
@@ -56,7 +56,7 @@ DRAIN_MAX_BYTES: Final = 64 * 1024
 #: just inside the read timeout) is dropped with its connection instead of holding the retry.
 DRAIN_MAX_SECONDS: Final = 0.25
 
-_NO_TICKETS: Final[tuple[object, ...]] = ()
+_NO_TICKETS: Final[tuple[tuple[Guard, object], ...]] = ()
 
 
 class _Progress:
@@ -100,7 +100,10 @@ class RetryCall:
         self._stream = request.stream
         self._progress: _Progress | None = None
         self._origin: str | None = None
-        self._tickets: list[object] | tuple[object, ...] = _NO_TICKETS
+        # The attempt in flight's record: (guard, ticket) for each guard that gave one.
+        self._tickets: list[tuple[Guard, object]] | tuple[tuple[Guard, object], ...] = (
+            _NO_TICKETS
+        )
         self.enabled = True
         policy = controller.policy
         override = request.extensions.get("retry")
@@ -113,7 +116,7 @@ class RetryCall:
         if testing is not None:
             policy = testing.policy(policy)
         self.policy = policy
-        if controller.contact is not None or controller.auto_idempotency_key:
+        if controller.prepares:
             controller.prepare(request, policy)
         next(controller.request_counter)
 
@@ -167,28 +170,39 @@ class RetryCall:
             progress = self._state()
             progress.deadline_at = controller.clock() + deadline
             progress.extensions = self.request.extensions
-        if not controller.guards:
+        if self.testing is None:
+            for guard in controller.watched:
+                if not guard.quiet:
+                    return self._admit(FIRST)
+            self._tickets = controller.plain  # every guard would let it through plainly
             return None
-        return self._admit(FIRST)
+        return self._admit(FIRST) if controller.guards else None
 
     def _admit(self, carried: object) -> float | None:
         """Ask each guard to admit the next attempt (``carried``: ``FIRST``, or what the
-        vetoes answered, by guard index); raise the error of a refusal. Returns a hold."""
-        tickets: list[object] = []
+        vetoes answered, by guard index); raise the error of a refusal. The tickets are
+        kept as (guard, ticket) pairs, ``None`` tickets left out. Returns a hold's wait."""
+        pairs: list[tuple[Guard, object]] = []
         hold: Hold | None = None
         first = carried is FIRST
-        for index, guard in enumerate(self._controller.guards):
-            given = FIRST if first else (None if carried is None else carried[index])  # type: ignore[index]
-            ticket = guard.admit(self, given)
-            kind = type(ticket)
+        index = -1
+        for guard in self._controller.guards:
+            index += 1
+            ticket = guard.admit(self, carried if first or carried is None
+                                 else carried[index])  # type: ignore[index]
+            if ticket is None:
+                continue
+            kind = ticket.__class__
             if kind is Refusal:
-                self._tickets = tickets
+                self._tickets = pairs
                 self._settle(None)  # the guards that admitted it so far: no verdict
                 self._refuse(ticket)  # type: ignore[arg-type]
-            elif kind is Hold and (hold is None or ticket.wait > hold.wait):  # type: ignore[attr-defined]
-                hold = ticket  # type: ignore[assignment]
-            tickets.append(ticket)
-        self._tickets = tickets
+            if kind is Hold:
+                if hold is None or ticket.wait > hold.wait:  # type: ignore[attr-defined]
+                    hold = ticket  # type: ignore[assignment]
+                continue
+            pairs.append((guard, ticket))
+        self._tickets = pairs
         if hold is None or not first:
             return None
         wait = hold.wait
@@ -290,8 +304,8 @@ class RetryCall:
 
     def _settle(self, outcome: Outcome | None) -> None:
         """Hand the attempt's outcome (``None``: no verdict) to the guards that admitted it."""
-        tickets, self._tickets = self._tickets, _NO_TICKETS
-        for guard, ticket in zip(self._controller.guards, tickets, strict=False):
+        pairs, self._tickets = self._tickets, _NO_TICKETS
+        for guard, ticket in pairs:
             guard.settle(self, ticket, outcome)
 
     def abandon(self) -> None:
@@ -309,19 +323,24 @@ class RetryCall:
         if self._progress is None and final_at_once(response, status, self.policy,
                                                     controller.pacing):
             # The common case, kept short: one attempt, nothing waited, nothing to retry.
-            info = controller.single_infos.get(status) or controller.single_info(status)
+            info, outcome = controller.finals.get(status) or controller.final(status)
             try:
                 response.extensions["retry"] = info
             except TypeError:
                 attach(response, info)
-            if self._tickets:
-                self._settle(controller.finals.get(status) or controller.final(status))
+            pairs = self._tickets
+            if pairs:
+                self._tickets = _NO_TICKETS
+                for guard, ticket in pairs:
+                    guard.settle(self, ticket, outcome)
             return None
         self._attempt_over()
         outcome = classify_response(response, status, self.policy,
                                     wallclock=controller.wallclock, cooling=controller.cooldown)
         if self._tickets:
             self._settle(outcome)
+        for guard in controller.learners:
+            guard.learn(self, outcome)
         stop = outcome.stop
         if stop is not None:
             self._finish(stop, response, outcome, failed_retryable=stop is SERVER_DECLINED)

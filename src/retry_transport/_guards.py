@@ -5,13 +5,14 @@ A transport holds a tuple of guards (today the circuit breaker, the origin coold
 retry budget). For every attempt of a request, the core (``_core.RetryCall``):
 
 1. asks each guard, in the tuple's order, to **admit** the attempt: it answers with a ticket
-   (any object, ``None`` included, handed back when the attempt is settled), a
+   (any object, handed back when the attempt is settled; ``None``: nothing to settle), a
    :class:`Refusal` (the attempt is not made; the request ends with the refusal's stop
    reason and error), or a :class:`Hold` (before a first attempt only: wait that long, then
    go);
 2. **settles** each ticket with the attempt's :class:`~._rules.Outcome`, or with ``None``
    when the attempt ended without a verdict (cancelled, interrupted, refused by a later
-   guard);
+   guard); and lets the guards that ``learns`` **learn** from a response that is not final
+   at once (one that may carry signals: an origin asking for quiet);
 3. when the outcome is retryable and the request's own rules allow a retry, asks each guard
    that has a ``reason`` (in the order of :data:`~._rules.ORDER`) to **veto** the retry: it
    answers with that stop reason (no retry), or with anything else, which is carried to its
@@ -107,6 +108,16 @@ class Guard(Protocol):
     def reason(self) -> StopReason | None:
         """The stop reason its veto gives, placing it in the rule order; ``None``: no veto."""
 
+    @property
+    def quiet(self) -> bool:
+        """True while :meth:`admit` of a first attempt would only answer :attr:`plain`:
+        the core then gives the first attempt ``plain`` without asking (read without a
+        lock). A class attribute ``quiet = True`` says it always is."""
+
+    @property
+    def plain(self) -> object:
+        """The ticket of a first attempt while :attr:`quiet` (``None``: no ticket)."""
+
     def admit(self, call: CallView, carried: object) -> object:
         """A ticket for this attempt, a :class:`Refusal`, or a :class:`Hold`; ``carried``
         is :data:`FIRST` for a first attempt, else what this guard's veto answered before
@@ -114,6 +125,13 @@ class Guard(Protocol):
 
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
         """The attempt this guard admitted with ``ticket`` is over (``None``: no verdict)."""
+
+    #: Whether :meth:`learn` is to be called.
+    learns: bool
+
+    def learn(self, call: CallView, outcome: Outcome) -> None:
+        """A response outcome that was not final at once (it may carry the server's
+        signals), whatever the ticket."""
 
     def veto(self, call: CallView, outcome: Outcome) -> object:
         """``reason`` to stop the retry that ``outcome`` calls for; anything else lets it be
@@ -131,9 +149,16 @@ class BreakerGuard:
     ``retry_testing(breakers="off")`` it does nothing; with ``"open"`` it refuses all."""
 
     reason = _CIRCUIT_OPEN
+    learns = False
+    plain = 0  # no probe
 
     def __init__(self, breaker: CircuitBreaker) -> None:
         self.breaker = breaker
+
+    @property
+    def quiet(self) -> bool:
+        """Every origin's breaker is closed: every request is let through."""
+        return self.breaker.unclosed == 0
 
     def admit(self, call: CallView, carried: object) -> object:
         """The ticket is the half-open period the attempt probes (0: no probe), or ``None``
@@ -162,14 +187,16 @@ class BreakerGuard:
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
         if ticket is None:
             return
-        assert isinstance(ticket, int)
         if outcome is None or outcome.failure is None:
             if ticket:  # a probe without a verdict: its slot goes back
-                self.breaker.release(call.origin, ticket)
+                self.breaker.release(call.origin, ticket)  # type: ignore[arg-type]
             return
-        transitions = self.breaker.record(call.origin, outcome.failure, ticket)
+        transitions = self.breaker.record(call.origin, outcome.failure, ticket)  # type: ignore[arg-type]
         if transitions:
             self._tell(call, transitions, outcome.status, outcome.error)
+
+    def learn(self, call: CallView, outcome: Outcome) -> None:
+        pass
 
     def veto(self, call: CallView, outcome: Outcome) -> object:
         if _breakers(call) != "off" and self.breaker.is_open(call.origin):
@@ -193,6 +220,9 @@ class BudgetGuard:
     a retry)."""
 
     reason = _BUDGET_EXHAUSTED
+    learns = False
+    quiet = True  # a first attempt is never refused
+    plain = _REFUND
 
     def __init__(self, budget: RetryBudget) -> None:
         self.budget = budget
@@ -201,12 +231,15 @@ class BudgetGuard:
         return _REFUND if carried is FIRST else carried
 
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
-        if outcome is not None and outcome.success:
-            budget = self.budget
+        budget = self.budget
+        if outcome is not None and outcome.success and budget._tokens < budget.capacity:
             if ticket is _REFUND:
                 budget.release(budget.success_refund)
             elif isinstance(ticket, (int, float)):
                 budget.release(ticket)
+
+    def learn(self, call: CallView, outcome: Outcome) -> None:
+        pass
 
     def veto(self, call: CallView, outcome: Outcome) -> object:
         cost = self.budget.acquire(timeout=outcome.timeout)
