@@ -1,0 +1,234 @@
+"""The layout the package keeps: imports point one way, the rules and the options are
+stated once and every document that repeats them agrees, public names say where they live."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+import retry_transport as rt
+from retry_transport import _drivers, _options, _rules
+from retry_transport._core import __doc__ as CORE_DOC
+
+PACKAGE = Path(rt.__file__).parent
+README = (PACKAGE.parent.parent / "README.md").read_text(encoding="utf-8")
+REASONS = [reason.value for reason in _rules.ORDER]
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name relative to it (``_core``, ``sim._dist``)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        name = ".".join(part for part in parts if part != "__init__") or "__init__"
+        found[name] = path
+    return found
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The package modules ``name`` imports, anywhere in it (``TYPE_CHECKING`` blocks and
+    function bodies included)."""
+    modules = _modules()
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
+    if name == "__init__":
+        package = []
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                stem = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "retry_transport":
+                stem = node.module.split(".")[1:]
+            else:
+                continue
+            names = [".".join([*stem, alias.name]) for alias in node.names]
+            if node.module is None:  # from . import testing: the modules named
+                targets = names
+            else:
+                targets = [".".join(stem), *names]
+        elif isinstance(node, ast.Import):
+            targets = [".".join(alias.name.split(".")[1:]) for alias in node.names
+                       if alias.name.split(".")[0] == "retry_transport"]
+        for target in targets:
+            target = target or "__init__"
+            if target in modules and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in _modules().items()}
+
+
+def test_no_import_cycle() -> None:
+    """No module reaches itself through imports, counting ``TYPE_CHECKING`` ones."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            pytest.fail("import cycle: " + " -> ".join([*path[path.index(name):], name]))
+        if name in done:
+            return
+        for target in sorted(GRAPH[name]):
+            visit(target, [*path, name])
+        done.add(name)
+
+    for name in GRAPH:
+        visit(name, [])
+
+
+#: What the leaves and the components may import: nothing above them.
+ALLOWED = {
+    "_store": {"_validate"},
+    "_validate": set(),
+    "_models": set(),
+    "_flavour": set(),
+    "_http": {"_flavour", "_models"},
+    "_rules": {"_flavour", "_http", "_models", "_policy", "_retry_after", "_signals"},
+    "_observe": {"_flavour", "_http", "_models"},
+    "_guards": {"_models", "_observe", "_breaker", "_budget", "_flavour", "_policy", "_rules",
+                "testing"},
+    "_core": {"testing", "_controller", "_flavour", "_guards", "_http", "_models", "_observe",
+              "_policy", "_rules"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_imports_point_down(module: str) -> None:
+    """The core knows guards only through the seam, the store no member, the leaves
+    nothing above them."""
+    assert GRAPH[module] <= ALLOWED[module], GRAPH[module] - ALLOWED[module]
+
+
+def test_the_simulator_uses_the_public_api_only() -> None:
+    public = {"__init__", "testing", "httpx2"}
+    for name, targets in GRAPH.items():
+        if name.startswith("sim"):
+            assert {t for t in targets if not t.startswith("sim")} <= public, (name, targets)
+
+
+def test_no_library_module_is_longer_than_600_lines() -> None:
+    for name, path in _modules().items():
+        if not name.startswith("sim"):
+            assert len(path.read_text(encoding="utf-8").splitlines()) <= 600, name
+
+
+# -- the rules, stated once ------------------------------------------------------------------
+
+
+def _order_in(text: str) -> list[str]:
+    """The stop reasons in the order ``text`` first names them."""
+    positions = {}
+    for reason in REASONS:
+        match = re.search(rf"`{reason}`|\b{reason}\b", text)
+        assert match is not None, f"{reason} is not named"
+        positions[reason] = match.start()
+    return sorted(positions, key=positions.__getitem__)
+
+
+def test_the_enum_lists_the_reasons_in_the_rule_order() -> None:
+    assert [reason.value for reason in rt.StopReason] == REASONS
+
+
+@pytest.mark.parametrize("where", ["rules", "core", "StopReason", "README"])
+def test_every_statement_of_the_rules_agrees_with_the_data(where: str) -> None:
+    """The rules module's docstring, the core's, ``StopReason``'s and the README's table
+    name the stop reasons in :data:`_rules.ORDER`."""
+    if where == "README":
+        section = README.split("## What is retried", 1)[1].split("\n## ", 1)[0]
+        rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+        text = "\n".join(row.rsplit("|", 2)[1] for row in rows)  # the stop reason column
+    else:
+        text = {"rules": _rules.__doc__, "core": CORE_DOC,
+                "StopReason": rt.StopReason.__doc__}[where] or ""
+    assert _order_in(text) == REASONS
+
+
+def test_rule_groups_never_go_back() -> None:
+    groups = [rule.group for rule in _rules.RULES]
+    assert groups == sorted(groups)
+
+
+# -- the options, declared once ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", [_drivers.SyncRetry, _drivers.AsyncRetry])
+def test_the_signatures_are_the_declarations(driver: type) -> None:
+    """Each keyword of the drivers' own is declared in ``_options.Settings``, in order, with
+    the same default."""
+    parameters = list(inspect.signature(driver.__init__).parameters.values())[1:]
+    assert parameters[0].name == "transport" and parameters[-1].name == "kwargs"
+    own = parameters[1:-1]
+    assert [p.name for p in own] == [spec.name for spec in _options.OPTIONS]
+    for parameter, spec in zip(own, _options.OPTIONS, strict=True):
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameter.default is spec.default, parameter.name
+
+
+def test_the_docstring_documents_each_option() -> None:
+    doc = (_drivers.SyncRetry.__init__.__doc__ or "").split("Args:", 1)[1]
+    doc = doc.split("Raises:", 1)[0]
+    named = re.findall(r"^ {12}(\w+): ", doc, flags=re.MULTILINE)
+    assert named == ["transport", *[spec.name for spec in _options.OPTIONS]]
+
+
+def test_the_readme_option_table_is_the_declarations() -> None:
+    """The README's table of the transports' own keywords: one row per declaration, in
+    order, whose meaning is the declaration's doc."""
+    section = README.split("The transports take these besides", 1)[1].split("\n\n", 2)[1]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    rows = [row for row in rows if not row[0].startswith("| `verify`")]
+    names = [row[0].strip("| `") for row in rows]
+    assert names == ["transport", *[spec.name for spec in _options.OPTIONS]]
+    for row, spec in zip(rows[1:], _options.OPTIONS, strict=True):
+        assert row[2].startswith(spec.metadata["doc"]), spec.name
+
+
+def test_invalid_options_name_themselves() -> None:
+    for name, value in [("cooldown", 1), ("auto_idempotency_key", "yes"), ("breaker", 1),
+                        ("store", 1), ("budget", 1), ("rng", 1), ("clock", 1),
+                        ("wallclock", 1), ("sleep", 1), ("attempt_header", "a b"),
+                        ("policy", {}), ("hooks", 1), ("contact", 1)]:
+        with pytest.raises(ValueError, match=name):
+            rt.RetryTransport(**{name: value})
+
+
+# -- public names -------------------------------------------------------------------------------
+
+
+def test_public_names_say_where_they_live() -> None:
+    for name in rt.__all__:
+        value = getattr(rt, name)
+        if isinstance(value, frozenset):
+            continue  # a constant has no __module__
+        assert value.__module__ == "retry_transport", name
+
+
+def test_the_httpx2_names_say_where_they_live() -> None:
+    rt2 = pytest.importorskip("retry_transport.httpx2")
+    for name in ("RetryTransport", "AsyncRetryTransport", "CooldownError", "CircuitOpenError"):
+        assert getattr(rt2, name).__module__ == "retry_transport.httpx2", name
+
+
+@pytest.mark.parametrize("package", ["retry_transport", "retry_transport.httpx2"])
+@pytest.mark.parametrize("error", ["CooldownError", "CircuitOpenError"])
+def test_the_errors_pickle_by_their_public_names(package: str, error: str) -> None:
+    module = pytest.importorskip(package)
+    library = pytest.importorskip("httpx" if package == "retry_transport" else "httpx2")
+    request = library.Request("GET", "https://api.example.com/")
+    exc = getattr(module, error)("quiet", origin="https://api.example.com:443",
+                                 remaining=2.5, request=request)
+    exc.extra = "kept"
+    data = pickle.dumps(exc)
+    assert b"_errors" not in data and b"_rebuild" in data
+    back = pickle.loads(data)
+    assert type(back) is type(exc)
+    assert (str(back), back.origin, back.remaining, back.extra) == (
+        "quiet", "https://api.example.com:443", 2.5, "kept")
+    assert back.request.url == request.url

@@ -1,0 +1,253 @@
+"""The per-request state machine itself, driven directly with tiny fake requests and
+responses (no HTTP library object crosses it): one case per stop reason, the rule order
+where two rules apply, and the guard seam with a guard of the test's own."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from retry_transport import CircuitBreaker, RetryBudget, StopReason
+from retry_transport._controller import Controller
+from retry_transport._core import RetryCall
+from retry_transport._guards import FIRST, Guard, Refusal
+from retry_transport._options import Settings
+from retry_transport._policy import RetryPolicy
+from retry_transport._rules import ORDER, Outcome
+from retry_transport._transports import HTTPX
+
+
+class Headers(dict[str, str]):
+    """Just what the core reads of headers: ``get``, ``in``, and the raw list."""
+
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]:
+        return [(k.encode(), v.encode()) for k, v in self.items()]
+
+
+class URL:
+    scheme, host, raw_host, port = "https", "api.example.com", b"api.example.com", None
+    netloc, raw_path = b"api.example.com", b"/items"
+
+
+class Request:
+    def __init__(self, method: str = "GET", stream: object = None, **extensions: Any) -> None:
+        self.method, self.url, self.headers = method, URL(), Headers()
+        self.extensions: dict[str, Any] = dict(extensions)
+        self.stream = stream if stream is not None else HTTPX.byte_stream(b"")
+
+
+class Response:
+    def __init__(self, status: int, **headers: str) -> None:
+        self.status_code = status
+        self.headers = Headers({k.replace("_", "-"): v for k, v in headers.items()})
+        self.extensions: dict[str, Any] = {}
+        self.stream = HTTPX.byte_stream(b"")
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def controller(policy: RetryPolicy | None = None, **options: Any) -> Controller:
+    values = {spec.name: spec.default for spec in Settings.__dataclass_fields__.values()}
+    values.update({"budget": None, "cooldown": False, "rng": random.Random(0), **options})
+    clock = values.pop("clock", None) or Clock()
+    return Controller(policy or RetryPolicy(), flavour=HTTPX,
+                      settings=Settings.checked({**values, "clock": None}), clock=clock)
+
+
+def run(control: Controller, request: Request, answers: list[Response | Exception]) -> Any:
+    """Drive one request as a driver would, the waits not slept; return what the caller
+    gets (the response, or the exception raised)."""
+    call = RetryCall(control, request)
+    try:
+        call.start()
+        while True:
+            call.attempt_request()
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                if call.on_error(answer) is None:
+                    return answer
+            elif call.on_response(answer) is None:
+                return answer
+    except Exception as exc:  # a guard's refusal
+        call.abandon()
+        return exc
+
+
+def reason_of(result: Any) -> StopReason:
+    from retry_transport import retry_info
+
+    info = retry_info(result)
+    assert info is not None
+    return info.stop_reason
+
+
+def _spent() -> RetryBudget:
+    budget = RetryBudget(capacity=5, retry_cost=5, timeout_retry_cost=5)
+    assert budget.acquire() == 5
+    return budget
+
+
+def _tripped() -> CircuitBreaker:
+    return CircuitBreaker(min_requests=1, failure_ratio=1.0, clock=Clock())
+
+
+#: One case per stop reason: (policy fields, options, request, answers).
+CASES: dict[StopReason, tuple[dict[str, Any], Callable[[], dict[str, Any]], Request,
+                              list[Any]]] = {
+    StopReason.SUCCESS: ({}, dict, Request(), [Response(200)]),
+    StopReason.NOT_RETRYABLE: ({}, dict, Request(), [Response(404)]),
+    StopReason.SERVER_DECLINED: ({}, dict, Request(), [Response(503, x_should_retry="false")]),
+    StopReason.DISABLED: ({}, dict, Request(retry=False), [Response(503)]),
+    StopReason.UNSAFE_METHOD: ({}, dict, Request("POST"), [Response(503)]),
+    StopReason.BODY_NOT_REPLAYABLE: ({}, dict, Request(stream=iter([b"x"])), [Response(503)]),
+    StopReason.MAX_ATTEMPTS: ({"max_attempts": 2}, dict, Request(),
+                              [Response(503), Response(503)]),
+    StopReason.RETRY_AFTER_TOO_LONG: ({}, dict, Request(), [Response(503, retry_after="3600")]),
+    StopReason.DEADLINE: ({"deadline": 0.5}, dict, Request(), [Response(503, retry_after="1")]),
+    StopReason.CIRCUIT_OPEN: ({}, lambda: {"breaker": _tripped()}, Request(), [Response(503)]),
+    StopReason.BUDGET_EXHAUSTED: ({}, lambda: {"budget": _spent()}, Request(), [Response(503)]),
+}
+
+
+def test_every_stop_reason_has_a_case() -> None:
+    assert set(CASES) == set(ORDER)
+
+
+@pytest.mark.parametrize("reason", ORDER, ids=[r.value for r in ORDER])
+def test_each_stop_reason(reason: StopReason) -> None:
+    fields, options, request, answers = CASES[reason]
+    result = run(controller(RetryPolicy(**fields), **options()), request, list(answers))
+    assert reason_of(result) is reason
+
+
+#: Two rules apply; the earlier in ORDER wins: (policy fields, options, request, answers).
+PRECEDENCE = [
+    ({"max_attempts": 1}, dict, Request("POST"), [Response(503)], StopReason.UNSAFE_METHOD),
+    ({"max_attempts": 1}, dict, Request(retry=False), [Response(503)], StopReason.DISABLED),
+    ({"max_attempts": 1}, dict, Request(), [Response(503, retry_after="3600")],
+     StopReason.MAX_ATTEMPTS),
+    ({"deadline": 0.5}, dict, Request(), [Response(503, retry_after="3600")],
+     StopReason.RETRY_AFTER_TOO_LONG),
+    ({"deadline": 0.5}, lambda: {"breaker": _tripped()}, Request(),
+     [Response(503, retry_after="1")], StopReason.DEADLINE),
+    ({}, lambda: {"breaker": _tripped(), "budget": _spent()}, Request(), [Response(503)],
+     StopReason.CIRCUIT_OPEN),
+    ({}, lambda: {"budget": _spent()}, Request(), [Response(503, x_should_retry="false")],
+     StopReason.SERVER_DECLINED),
+]
+
+
+@pytest.mark.parametrize("fields,options,request_,answers,expected", PRECEDENCE)
+def test_the_earlier_rule_wins(fields: dict[str, Any], options: Callable[[], dict[str, Any]],
+                               request_: Request, answers: list[Any],
+                               expected: StopReason) -> None:
+    result = run(controller(RetryPolicy(**fields), **options()), request_, list(answers))
+    assert reason_of(result) is expected
+
+
+def test_a_spent_budget_is_untouched_when_an_earlier_rule_stops() -> None:
+    budget = RetryBudget(capacity=10, retry_cost=5)
+    control = controller(RetryPolicy(max_attempts=1), budget=budget)
+    run(control, Request(), [Response(503)])
+    assert budget.tokens == 10
+
+
+# -- the seam, with a guard of the test's own ----------------------------------------------------
+
+
+class Spy:
+    """A guard that records what the core asks and tells it."""
+
+    learns = False
+    plain = None
+
+    def __init__(self, reason: StopReason | None = None, refuse_on: int = 0,
+                 veto: object = None) -> None:
+        self.reason = reason
+        self.quiet = False
+        self.refuse_on, self.answer = refuse_on, veto
+        self.log: list[tuple[Any, ...]] = []
+
+    def admit(self, call: Any, carried: object) -> object:
+        self.log.append(("admit", call.attempt, "FIRST" if carried is FIRST else carried))
+        if call.attempt == self.refuse_on:
+            return Refusal(StopReason.CIRCUIT_OPEN, "circuit_open", call.origin, 1.0, "no")
+        return f"ticket {call.attempt}"
+
+    def settle(self, call: Any, ticket: object, outcome: Outcome | None) -> None:
+        self.log.append(("settle", ticket, None if outcome is None else outcome.status))
+
+    def learn(self, call: Any, outcome: Outcome) -> None:
+        pass
+
+    def veto(self, call: Any, outcome: Outcome) -> object:
+        self.log.append(("veto", outcome.status))
+        return self.answer
+
+
+def with_guards(*guards: Guard) -> Controller:
+    control = controller()
+    control.guards = tuple(guards)
+    control.watched = tuple(guards)
+    control.vetoes = tuple(i for i, g in enumerate(guards) if g.reason is not None)
+    return control
+
+
+def test_tickets_are_settled_with_their_attempts_outcome_and_vetoes_carry_over() -> None:
+    spy = Spy(StopReason.BUDGET_EXHAUSTED, veto="paid")
+    result = run(with_guards(spy), Request(), [Response(503), Response(200)])
+    assert result.status_code == 200
+    assert spy.log == [
+        ("admit", 1, "FIRST"), ("settle", "ticket 1", 503), ("veto", 503),
+        ("admit", 2, "paid"), ("settle", "ticket 2", 200),
+    ]
+
+
+def test_a_veto_stops_the_retry_with_its_reason() -> None:
+    spy = Spy(StopReason.BUDGET_EXHAUSTED, veto=StopReason.BUDGET_EXHAUSTED)
+    result = run(with_guards(spy), Request(), [Response(503)])
+    assert reason_of(result) is StopReason.BUDGET_EXHAUSTED
+    assert spy.log[-1] == ("veto", 503)
+
+
+def test_a_refusal_settles_the_earlier_tickets_without_a_verdict() -> None:
+    first, second = Spy(), Spy(refuse_on=1)
+    result = run(with_guards(first, second), Request(), [])
+    assert isinstance(result, HTTPX.circuit_open_error)
+    assert reason_of(result) is StopReason.CIRCUIT_OPEN
+    assert first.log == [("admit", 1, "FIRST"), ("settle", "ticket 1", None)]
+    assert second.log == [("admit", 1, "FIRST")]
+
+
+def test_an_abandoned_attempt_is_settled_without_a_verdict() -> None:
+    spy = Spy()
+    call = RetryCall(with_guards(spy), Request())
+    call.start()
+    call.attempt_request()
+    call.abandon()  # the driver was cancelled mid-attempt
+    assert spy.log == [("admit", 1, "FIRST"), ("settle", "ticket 1", None)]
+
+
+def test_quiet_guards_are_not_asked_and_give_their_plain_ticket() -> None:
+    spy = Spy()
+    spy.quiet, spy.plain = True, "plain"
+    control = with_guards(spy)
+    control.plain = ((spy, "plain"),)
+    run(control, Request(), [Response(200)])
+    assert spy.log == [("settle", "plain", 200)]
+
+
+def test_the_request_is_left_as_it_came_after_a_plain_success() -> None:
+    request = Request()
+    before = (dict(request.headers), dict(request.extensions))
+    run(controller(), request, [Response(200)])
+    assert (dict(request.headers), dict(request.extensions)) == before
