@@ -99,6 +99,9 @@ class _ApiHandler(BaseHTTPRequestHandler):
         if answer.hold:
             self.server.stopping.wait(answer.hold)
         body = b"ok" if answer.status == 200 else b"no"
+        # Stamped before it is written: the client may read a 429 before this thread runs
+        # again, and its retry after Retry-After must not look early.
+        sent = time.monotonic()
         self.send_response_only(answer.status)
         if answer.retry_after is not None:
             self.send_header("Retry-After", str(answer.retry_after))
@@ -107,7 +110,7 @@ class _ApiHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.wfile.flush()
         if answer.status == 429:
-            self.server._sent_429(time.monotonic())
+            self.server._sent_429(sent)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
