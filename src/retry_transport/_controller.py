@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from ._cooldowns import CooldownTable
 from ._flavour import Flavour, Request
@@ -53,9 +53,6 @@ def _counter() -> Iterator[int]:
     return itertools.count()
 
 
-_NO_GUARDS: Final[tuple[Guard, ...]] = ()
-
-
 class Controller:
     """The state one transport keeps across requests: settings, guards, counters."""
 
@@ -85,7 +82,7 @@ class Controller:
             guards.append(self.cooldowns)
         if budget is not None:
             guards.append(BudgetGuard(budget))
-        self.guards: tuple[Guard, ...] = tuple(guards) or _NO_GUARDS
+        self.guards: tuple[Guard, ...] = tuple(guards)
         #: The tickets of a first attempt while every guard is quiet.
         self.plain: tuple[tuple[Guard, object], ...] = tuple(
             (guard, guard.plain) for guard in guards if guard.plain is not None
@@ -142,9 +139,7 @@ class Controller:
     def note_retry(self, request: Request, attempt: int, of: int, wait: float,
                    status: int | None, error: str | None, signal: str | None) -> None:
         next(self._retries)
-        observer = self.observer
-        if observer.listening:
-            observer.retry(request, attempt, of, wait, status, error, signal)
+        self.observer.retry(request, attempt, of, wait, status, error, signal)
 
     def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool) -> None:
         reason = info.stop_reason

@@ -155,8 +155,6 @@ class _Common:
 class SyncRetry(_Common, Generic[_Sync]):
     """The sync driver: each flavour's ``RetryTransport`` is this and its ``BaseTransport``."""
 
-    _flavour: ClassVar[Flavour]
-
     def __init__(
         self,
         transport: _Sync | None = None,
@@ -292,8 +290,6 @@ class SyncRetry(_Common, Generic[_Sync]):
 
 class AsyncRetry(_Common, Generic[_Async]):
     """The async driver: each flavour's ``AsyncRetryTransport``."""
-
-    _flavour: ClassVar[Flavour]
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ import logging
 import threading
 import typing
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Literal
 
 from ._flavour import Request
 from ._http import origin as origin_of, redact_url
@@ -62,40 +62,31 @@ class Observer:
         # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
 
-    @property
-    def listening(self) -> bool:
-        """Whether anything would hear of a retry (INFO logging, or a hook)."""
-        return bool(self.hooks) or logger.isEnabledFor(logging.INFO)
-
     def retry(self, request: Request, attempt: int, of: int, wait: float,
               status: int | None, error: str | None, signal: str | None) -> None:
         """Attempt ``attempt`` (of at most ``of``) failed; the next one follows in ``wait``."""
-        log = logger.isEnabledFor(logging.INFO)
-        if not log and not self.hooks:
-            return
-        method, url = request.method, redact_url(request.url)
-        if log:
-            logger.info(
-                "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
-                method, url, status or error, attempt, of, wait,
-            )
-        if self.hooks:
-            emit(RetryEvent("retry", method, url, attempt, wait, status, error, None, signal),
-                 self.hooks)
+        self._tell("retry", request, attempt, wait, status, error, signal,
+                   "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
+                   status or error, attempt, of, wait)
 
     def cooldown(self, request: Request, origin: str, wait: float, signal: str) -> None:
         """A request waits ``wait`` seconds before its first attempt: ``origin`` cools down."""
+        self._tell("cooldown", request, 0, wait, None, None, signal,
+                   "Holding %s %s for %.3f s: %s asked for quiet (%s)",
+                   wait, origin, display(signal))
+
+    def _tell(self, kind: Literal["retry", "cooldown"], request: Request, attempt: int,
+              wait: float, status: int | None, error: str | None, signal: str | None,
+              message: str, *details: object) -> None:
+        """An INFO line (the method and the redacted URL, then ``details``) and an event."""
         log = logger.isEnabledFor(logging.INFO)
         if not log and not self.hooks:
             return
         method, url = request.method, redact_url(request.url)
         if log:
-            logger.info(
-                "Holding %s %s for %.3f s: %s asked for quiet (%s)",
-                method, url, wait, origin, display(signal),
-            )
+            logger.info(message, method, url, *details)
         if self.hooks:
-            emit(RetryEvent("cooldown", method, url, 0, wait, None, None, None, signal),
+            emit(RetryEvent(kind, method, url, attempt, wait, status, error, None, signal),
                  self.hooks)
 
     def finish(self, request: Request, info: RetryInfo, gave_up: bool) -> None:

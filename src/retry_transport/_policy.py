@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
-from ._validate import MAX_SECONDS, check_flag, check_seconds
+from ._validate import check_flag, check_seconds
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
@@ -31,10 +31,6 @@ DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PU
 
 # RFC 9110 section 5.6.2: token = 1*tchar.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-
-
-#: The longest time any field may name, in seconds (about 31 years).
-MAX_FIELD_SECONDS: Final = MAX_SECONDS
 
 
 def _number(name: str, value: object, *, allow_none: bool = False) -> float | None:

@@ -105,8 +105,8 @@ class Outcome:
         success: a final status below 400 (nothing follows it).
         timeout: the error was a timeout (a retry after one costs the budget more).
         never_sent: the error proves the request never reached the server.
-        retryable: a retry could fix it (before the request's own rules are asked).
-        stop: the stop reason when the outcome itself ends the request (rule 1).
+        stop: the stop reason when the outcome itself ends the request (rule 1); ``None``
+            when a retry could fix it (the request's own rules are asked next).
         floor: the server's time in seconds (the least wait before a retry), or ``None``
             (always for an outcome that is neither retryable nor declined).
         signal: the header that gave the server's time, or ``None``.
@@ -114,11 +114,11 @@ class Outcome:
         trusted: the server's ``x-should-retry: true`` stands in for an idempotency key.
     """
 
-    __slots__ = ("error", "failure", "floor", "never_sent", "quiet", "retryable", "signal",
-                 "status", "stop", "success", "timeout", "trusted")
+    __slots__ = ("error", "failure", "floor", "never_sent", "quiet", "signal", "status",
+                 "stop", "success", "timeout", "trusted")
 
     def __init__(self, status: int | None, error: str | None, failure: bool | None, *,
-                 retryable: bool, stop: StopReason | None = None, timeout: bool = False,
+                 stop: StopReason | None = None, timeout: bool = False,
                  never_sent: bool = False, floor: float | None = None,
                  signal: str | None = None, quiet: float | None = None,
                  trusted: bool = False) -> None:
@@ -126,7 +126,6 @@ class Outcome:
         self.error = error
         self.failure = failure
         self.success = stop is SUCCESS
-        self.retryable = retryable
         self.stop = stop
         self.timeout = timeout
         self.never_sent = never_sent
@@ -141,7 +140,7 @@ class Outcome:
 
 def final(status: int) -> Outcome:
     """The outcome of a status outside ``retry_statuses`` that carries no signal."""
-    return Outcome(status, None, status >= 500, retryable=False,
+    return Outcome(status, None, status >= 500,
                    stop=SUCCESS if status < 400 else NOT_RETRYABLE)
 
 
@@ -200,13 +199,13 @@ def classify_response(response: Response, status: int, policy: RetryPolicy, *,
     if verdict is True and not retryable:
         retryable = True
     elif verdict is False and retryable:
-        return Outcome(status, None, failure, retryable=False, stop=SERVER_DECLINED,
+        return Outcome(status, None, failure, stop=SERVER_DECLINED,
                        floor=floor, signal=signal, quiet=quiet)
     if not retryable:
         stop = SUCCESS if status < 400 else NOT_RETRYABLE
-        return Outcome(status, None, failure, retryable=False, stop=stop, quiet=quiet,
+        return Outcome(status, None, failure, stop=stop, quiet=quiet,
                        signal=signal)
-    return Outcome(status, None, failure, retryable=True, floor=floor, signal=signal,
+    return Outcome(status, None, failure, floor=floor, signal=signal,
                    quiet=quiet, trusted=verdict is True and policy.trust_should_retry)
 
 
@@ -223,8 +222,8 @@ def classify_error(exc: Exception, flavour: Flavour) -> Outcome:
     """What an error means: transient (a retry may fix it) or not."""
     name = type(exc).__name__
     if not isinstance(exc, flavour.retryable) or permanent(exc):
-        return Outcome(None, name, None, retryable=False, stop=NOT_RETRYABLE)
-    return Outcome(None, name, True, retryable=True, timeout=isinstance(exc, flavour.timeouts),
+        return Outcome(None, name, None, stop=NOT_RETRYABLE)
+    return Outcome(None, name, True, timeout=isinstance(exc, flavour.timeouts),
                    never_sent=isinstance(exc, flavour.never_sent))
 
 

@@ -232,8 +232,8 @@ class MemoryStore:
                           source: CooldownMember | None) -> None:
         with self._lock:
             others = [c for c in self._tables if c is not source]
-        for controller in others:
-            controller.receive_cooldown(origin, until, signal)
+        for member in others:
+            member.receive_cooldown(origin, until, signal)
 
     def _prune(self, name: Literal["cooldowns", "opens"], now: float) -> None:
         """Drop what is over once a table has grown (under the lock)."""
