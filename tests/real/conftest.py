@@ -2,12 +2,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import os
+import ssl
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from tests.real.redis_server import DelayingProxy, HungRedis, RedisServer
 from tests.real.servers import RawServer, ScriptedHTTPServer, closed_port
+
+#: The modules whose ``create_ssl_context`` builds every ``HTTPTransport``'s SSL context.
+_SSL_MODULES = ("httpx._transports.default", "httpx2._transports.default")
+
+
+def _shared_default(create: Callable[..., ssl.SSLContext]) -> Callable[..., ssl.SSLContext]:
+    """``create``, except that the default verification (``verify=True``, no ``cert``) is
+    built once per setting of the environment it reads, and that context handed out
+    again: the same CA bundle, the same checks."""
+    built: dict[tuple[Any, ...], ssl.SSLContext] = {}
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True,
+                           **kwargs: Any) -> ssl.SSLContext:
+        if verify is not True or cert is not None or kwargs:
+            return create(verify=verify, cert=cert, trust_env=trust_env, **kwargs)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in built:
+            built[key] = create(verify=verify, cert=cert, trust_env=trust_env)
+        return built[key]
+
+    return create_ssl_context
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _one_ca_bundle_load() -> Iterator[None]:
+    """Every ``HTTPTransport`` built with the default ``verify=True`` loads the CA bundle
+    into a new SSL context (20-30 ms), even for the http:// URLs of these tests: that was
+    a third of a test's time here. The tests of this package (the patch ends with them)
+    build that context once per flavour and share it. Nothing a test checks depends on
+    it: each transport is built as before and verifies as before; only the bundle is not
+    read again. A context passed as ``verify=``, or ``verify=False``, goes through as
+    ever."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _SSL_MODULES:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:  # httpx2 needs Python 3.11
+                continue
+            create = getattr(module, "create_ssl_context", None)
+            if create is not None:  # a library that moved it: slower, as correct
+                patch.setattr(module, "create_ssl_context", _shared_default(create))
+        yield
 
 
 @pytest.fixture(scope="session")
