@@ -147,6 +147,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
         action="store_true",
         help="print a cProfile of the success path (sync and asyncio) and exit",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="measure the goals' arms for the code of git ref REF and the working tree, "
+        "interleaved in this process, and print the goals (nothing else is measured)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-max-requests", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -987,7 +993,7 @@ def run_retry(report: Report, settings: Settings, peers: Peers) -> None:
     asyncio.run(run_async())
 
 
-def _cooling_transport(origins: int) -> tuple[rt.RetryTransport, float]:
+def _cooling_transport(origins: int, module: ModuleType = rt) -> tuple[Any, float]:
     """A transport whose table holds ``origins`` origins cooling down for an hour, each
     started by a real 503 with Retry-After; returns it and the seconds building it took."""
 
@@ -996,14 +1002,14 @@ def _cooling_transport(origins: int) -> tuple[rt.RetryTransport, float]:
             return httpx.Response(503, headers={"Retry-After": "3600"})
         return httpx.Response(200, content=b"ok")
 
-    transport = rt.RetryTransport(
+    transport = module.RetryTransport(
         httpx.MockTransport(handler), max_attempts=1, max_retry_after=3600
     )
     start = time.perf_counter()
     for i in range(origins):
         transport.handle_request(httpx.Request("GET", f"https://cool-{i}.example.com/")).close()
     seconds = time.perf_counter() - start
-    assert len(transport._controller.cooldowns) == origins
+    assert len(transport._controller.cooldowns.until) == origins
     return transport, seconds
 
 
@@ -1289,6 +1295,214 @@ def print_targets(report: Report, peers: Peers) -> None:
     print("\n".join(lines + info))
 
 
+
+# -- old code against new (--against REF) ------------------------------------------------
+
+#: The goals of ``--against``: each is a ratio measured side by side in one run.
+GOAL_DEFAULTS = 0.8  # sync success, defaults: overhead over httpx-retries'
+GOAL_BREAKER = 1.0  # ... with CircuitBreaker() and a MemoryStore
+GOAL_RETRY = 1.2  # one retry decided, over httpx-retries' cost of the same retry
+GOAL_ASYNC = 1.25  # asyncio and trio overhead over the sync overhead
+GOAL_HTTPX2 = 1.1  # httpx2 flavour's overhead over the httpx flavour's
+GOAL_COOLING_US = 0.3  # what 10,000 cooling origins add to a request to another origin
+GOAL_SEEN = 1.10  # a success after 100,000 distinct origins over one after 100
+SEEN_ORIGINS = 100_000
+
+
+@dataclass
+class Goal:
+    label: str
+    figure: str
+    ok: bool | None  # None: not measured (a peer or a flavour missing)
+
+
+def _load_ref(ref: str) -> ModuleType:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from against import load  # the ref's package, importable beside the working tree's
+
+    return load(ref)
+
+
+def _arms_by_module(modules: dict[str, ModuleType], build: Callable[[ModuleType], SyncRun]
+                    ) -> dict[str, SyncRun]:
+    return {label: build(module) for label, module in modules.items()}
+
+
+def _seen(module: ModuleType, origins: int, **options: Any) -> Any:
+    """A transport that has served one success to each of ``origins`` distinct origins."""
+    transport = module.RetryTransport(httpx.MockTransport(_ok), **options)
+    for i in range(origins):
+        transport.handle_request(httpx.Request("GET", f"https://o{i}.example.com/"))
+    return transport
+
+
+def _median_diff(result: Result, arm: str, base: str) -> float:
+    """Median over the rounds of ``arm`` minus ``base``, in us."""
+    values, bases = result.per_request_ns[arm], result.per_request_ns[base]
+    return statistics.median(v - b for v, b in zip(values, bases, strict=True)) / 1000.0
+
+
+def _median_ratio(result: Result, arm: str, base: str, baseline: str | None = None) -> float:
+    """Median over the rounds of (arm - baseline) / (base - baseline); without a baseline,
+    of arm / base."""
+    values, bases = result.per_request_ns[arm], result.per_request_ns[base]
+    if baseline is None:
+        return statistics.median(v / b for v, b in zip(values, bases, strict=True))
+    zero = result.per_request_ns[baseline]
+    return statistics.median(
+        (v - z) / (b - z) for v, b, z in zip(values, bases, zero, strict=True) if b > z
+    )
+
+
+def run_against(ref: str, settings: Settings, peers: Peers) -> list[Goal]:
+    """Every goal's arms for the code of ``ref`` and the working tree, in one process."""
+    old = _load_ref(ref)
+    modules = {ref: old, "working tree": rt}
+    new, label = "working tree", ref
+    hr = peers.httpx_retries
+    goals: list[Goal] = []
+    n, block = settings.requests, BLOCK_DIRECT
+
+    def success(options: Callable[[ModuleType], dict[str, Any]]) -> dict[str, SyncRun]:
+        mock = httpx.MockTransport(_ok)
+        arms: dict[str, SyncRun] = {"bare MockTransport": _direct_sync(mock.handle_request,
+                                                                       _request())}
+        if hr is not None:
+            arms[peers.hr_label] = _direct_sync(peers.hr_transport(mock).handle_request,
+                                                _request())
+        arms.update(_arms_by_module(modules, lambda m: _direct_sync(
+            m.RetryTransport(mock, **options(m)).handle_request, _request())))
+        return arms
+
+    def versus_hr(result: Result, goal: float, what: str) -> None:
+        if hr is None:
+            goals.append(Goal(what, "httpx-retries not installed", None))
+            return
+        mine = _median_ratio(result, new, peers.hr_label, result.baseline)
+        theirs = _median_ratio(result, label, peers.hr_label, result.baseline)
+        goals.append(Goal(what, f"{mine:.2f}x httpx-retries' (goal <= {goal}x; {ref}: "
+                                f"{theirs:.2f}x)", mine <= goal))
+
+    defaults = measure_sync("[A1] sync success, defaults", success(lambda m: {}), n, block,
+                            settings)
+    print_result(defaults)
+    versus_hr(defaults, GOAL_DEFAULTS, "sync success, defaults")
+
+    def breaker(m: ModuleType) -> dict[str, Any]:
+        store = m.MemoryStore()
+        return {"store": store, "breaker": m.CircuitBreaker(store=store)}
+
+    guarded = measure_sync("[A2] sync success, CircuitBreaker() and a MemoryStore",
+                           success(breaker), n, block, settings)
+    print_result(guarded)
+    versus_hr(guarded, GOAL_BREAKER, "sync success, CircuitBreaker() + MemoryStore()")
+
+    retry_arms = retry_sync_arms(peers)
+    base_retry = next(iter(retry_arms))
+    retry_arms = {base_retry: retry_arms[base_retry]}
+    if hr is not None:
+        retry_arms[peers.hr_label] = _direct_sync(peers.httpx_retries.RetryTransport(
+            transport=httpx.MockTransport(Alternating()), retry=_hr_no_sleep(peers)
+        ).handle_request, _request())
+    retry_arms.update(_arms_by_module(modules, lambda m: _direct_sync(m.RetryTransport(
+        httpx.MockTransport(Alternating()), sleep=_no_sleep, budget=None, cooldown=False
+    ).handle_request, _request())))
+    retried = measure_sync("[A3] one retry decided (503 then 200, waits not slept, no budget,"
+                           " no cooldowns)", retry_arms, settings.retry_requests, block,
+                           settings)
+    print_result(retried)
+    versus_hr(retried, GOAL_RETRY, "one retry decided")
+
+    sync_overhead = {arm: _median_diff(defaults, arm, defaults.baseline) for arm in modules}
+
+    async def async_section(loop: str) -> Result:
+        mock = httpx.MockTransport(_ok)
+        arms: dict[str, AsyncRun] = {
+            "bare MockTransport": _direct_async(mock.handle_async_request, _request())}
+        for arm, module in modules.items():
+            arms[arm] = _direct_async(module.AsyncRetryTransport(mock).handle_async_request,
+                                      _request())
+        return await measure_async(f"[A4] {loop} success, defaults", arms, n, block, settings)
+
+    loops: list[tuple[str, Callable[[], Result]]] = [
+        ("asyncio", lambda: asyncio.run(async_section("asyncio")))]
+    trio = _optional("trio") if settings.trio else None
+    if trio is not None:
+        loops.append(("trio", lambda: trio.run(async_section, "trio")))
+    for loop, run in loops:
+        result = run()
+        print_result(result)
+        mine = _median_diff(result, new, result.baseline) / sync_overhead[new]
+        theirs = _median_diff(result, label, result.baseline) / sync_overhead[label]
+        goals.append(Goal(f"{loop} success", f"{mine:.2f}x the sync overhead (goal <= "
+                          f"{GOAL_ASYNC}x; {ref}: {theirs:.2f}x)", mine <= GOAL_ASYNC))
+
+    httpx2 = _optional("httpx2")
+    if httpx2 is None:
+        goals.append(Goal("httpx2 flavour", "httpx2 not installed", None))
+    else:
+        def ok2(request: Any) -> Any:
+            return httpx2.Response(200, content=b"ok")
+
+        mock2 = httpx2.MockTransport(ok2)
+        arms2: dict[str, SyncRun] = {
+            "bare httpx2 MockTransport": _direct_sync(mock2.handle_request,
+                                                      httpx2.Request("GET", URL))}
+        for arm, module in modules.items():
+            flavour = importlib.import_module(f"{module.__name__}.httpx2")
+            arms2[arm] = _direct_sync(flavour.RetryTransport(mock2).handle_request,
+                                      httpx2.Request("GET", URL))
+        result = measure_sync("[A5] httpx2 flavour, sync success, defaults", arms2, n, block,
+                              settings)
+        print_result(result)
+        mine = _median_diff(result, new, result.baseline) / sync_overhead[new]
+        theirs = _median_diff(result, label, result.baseline) / sync_overhead[label]
+        goals.append(Goal("httpx2 flavour", f"{mine:.2f}x the httpx flavour's overhead (goal "
+                          f"<= {GOAL_HTTPX2}x; {ref}: {theirs:.2f}x)", mine <= GOAL_HTTPX2))
+
+    cooling_arms: dict[str, SyncRun] = {}
+    for arm, module in modules.items():
+        quiet = module.RetryTransport(httpx.MockTransport(_ok))
+        cooling, _ = _cooling_transport(COOLING_ORIGINS, module)
+        cooling_arms[f"{arm}, nothing cooling"] = _direct_sync(quiet.handle_request, _request())
+        cooling_arms[f"{arm}, {COOLING_ORIGINS:,} cooling"] = _direct_sync(
+            cooling.handle_request, _request())
+    result = measure_sync(f"[A6] sync success to another origin while {COOLING_ORIGINS:,} "
+                          "origins cool down", cooling_arms, n, block, settings)
+    print_result(result)
+    added = {arm: _median_diff(result, f"{arm}, {COOLING_ORIGINS:,} cooling",
+                               f"{arm}, nothing cooling") for arm in modules}
+    goals.append(Goal(f"{COOLING_ORIGINS:,} cooling origins",
+                      f"{added[new]:+.2f} us (goal <= +{GOAL_COOLING_US} us; {ref}: "
+                      f"{added[label]:+.2f} us)", added[new] <= GOAL_COOLING_US))
+
+    for title, options in (("defaults", lambda m: {}),
+                           ("CircuitBreaker()", lambda m: {"breaker": m.CircuitBreaker()})):
+        seen_arms: dict[str, SyncRun] = {}
+        for arm, module in modules.items():
+            for count in (100, SEEN_ORIGINS):
+                transport = _seen(module, count, **options(module))
+                request = httpx.Request("GET", "https://o0.example.com/")
+                seen_arms[f"{arm}, {count:,} seen"] = _direct_sync(transport.handle_request,
+                                                                   request)
+        result = measure_sync(f"[A7] sync success after serving {SEEN_ORIGINS:,} distinct "
+                              f"origins, against 100; {title}", seen_arms, n, block, settings)
+        print_result(result)
+        ratio = {arm: _median_ratio(result, f"{arm}, {SEEN_ORIGINS:,} seen", f"{arm}, 100 seen")
+                 for arm in modules}
+        goals.append(Goal(f"{SEEN_ORIGINS:,} origins seen, {title}",
+                          f"{ratio[new]:.3f}x the cost after 100 (goal <= {GOAL_SEEN}x; "
+                          f"{ref}: {ratio[label]:.3f}x)", ratio[new] <= GOAL_SEEN))
+    return goals
+
+
+def print_goals(goals: list[Goal]) -> None:
+    print("\n== goals (ratios measured side by side in this run) ==")
+    for goal in goals:
+        verdict = "n/a " if goal.ok is None else "PASS" if goal.ok else "FAIL"
+        print(f"  [{verdict}] {goal.label}: {goal.figure}")
+
+
 def _load() -> str:
     try:
         return " ".join(f"{value:.2f}" for value in os.getloadavg())
@@ -1318,6 +1532,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for note in peers.notes:
         print(f"note: {note}")
+    if args.against:
+        print_goals(run_against(args.against, settings, peers))
+        print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")
+        return 0
     report = Report()
     run_mock_sync(report, settings, peers)
     asyncio.run(_mock_async(report, settings, peers, "asyncio"))

@@ -8,11 +8,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from retry_transport import CircuitBreaker, RetryBudget, StopReason
 from retry_transport._controller import Controller
-from retry_transport._core import RetryCall
+from retry_transport._core import RetryCall, plain_final, plain_first
 from retry_transport._guards import FIRST, Guard, Refusal
 from retry_transport._options import Settings
 from retry_transport._policy import RetryPolicy
@@ -66,19 +67,27 @@ def controller(policy: RetryPolicy | None = None, **options: Any) -> Controller:
 def run(control: Controller, request: Request, answers: list[Response | Exception]) -> Any:
     """Drive one request as a driver would, the waits not slept; return what the caller
     gets (the response, or the exception raised)."""
-    call = RetryCall(control, request)
+    call: RetryCall | None = None
+    stream = request.stream
     try:
-        call.start()
+        if not plain_first(control, request):
+            call = RetryCall(control, request)
         while True:
-            call.attempt_request()
+            if call is not None and call.ready is None:
+                call.attempt_request()
             answer = answers.pop(0)
+            if call is None:
+                if not isinstance(answer, Exception) and plain_final(control, request, answer):
+                    return answer
+                call = RetryCall(control, request, plain=True, stream=stream)
             if isinstance(answer, Exception):
                 if call.on_error(answer) is None:
                     return answer
             elif call.on_response(answer) is None:
                 return answer
     except Exception as exc:  # a guard's refusal
-        call.abandon()
+        if call is not None:
+            call.abandon()
         return exc
 
 
@@ -169,6 +178,7 @@ class Spy:
 
     learns = False
     plain = None
+    tally = None
 
     def __init__(self, reason: StopReason | None = None, refuse_on: int = 0,
                  veto: object = None) -> None:
@@ -185,6 +195,9 @@ class Spy:
 
     def settle(self, call: Any, ticket: object, outcome: Outcome | None) -> None:
         self.log.append(("settle", ticket, None if outcome is None else outcome.status))
+
+    def settle_plain(self, request: Any, outcome: Outcome) -> None:
+        self.log.append(("settle_plain", self.plain, outcome.status))
 
     def learn(self, call: Any, outcome: Outcome) -> None:
         pass
@@ -230,9 +243,7 @@ def test_a_refusal_settles_the_earlier_tickets_without_a_verdict() -> None:
 
 def test_an_abandoned_attempt_is_settled_without_a_verdict() -> None:
     spy = Spy()
-    call = RetryCall(with_guards(spy), Request())
-    call.start()
-    call.attempt_request()
+    call = RetryCall(with_guards(spy), Request())  # its first attempt admitted, then sent
     call.abandon()  # the driver was cancelled mid-attempt
     assert spy.log == [("admit", 1, "FIRST"), ("settle", "ticket 1", None)]
 
@@ -241,9 +252,28 @@ def test_quiet_guards_are_not_asked_and_give_their_plain_ticket() -> None:
     spy = Spy()
     spy.quiet, spy.plain = True, "plain"
     control = with_guards(spy)
-    control.plain = ((spy, "plain"),)
+    control.plain, control.plain_guards, control.untallied = ((spy, "plain"),), (spy,), (spy,)
     run(control, Request(), [Response(200)])
-    assert spy.log == [("settle", "plain", 200)]
+    assert spy.log == [("settle_plain", "plain", 200)]
+
+
+def test_a_plain_first_attempt_that_is_not_final_is_settled_as_any_other() -> None:
+    spy = Spy()
+    spy.quiet, spy.plain = True, "plain"
+    control = with_guards(spy)
+    control.plain, control.plain_guards, control.untallied = ((spy, "plain"),), (spy,), (spy,)
+    run(control, Request(), [Response(503), Response(200)])
+    assert spy.log == [("settle", "plain", 503), ("admit", 2, None), ("settle", "ticket 2", 200)]
+
+
+def test_a_plain_first_attempt_that_fails_is_settled_as_any_other() -> None:
+    spy = Spy()
+    spy.quiet, spy.plain = True, "plain"
+    control = with_guards(spy)
+    control.plain, control.plain_guards, control.untallied = ((spy, "plain"),), (spy,), (spy,)
+    result = run(control, Request(), [httpx.ConnectError("refused"), Response(404)])
+    assert result.status_code == 404
+    assert spy.log == [("settle", "plain", None), ("admit", 2, None), ("settle", "ticket 2", 404)]
 
 
 def test_the_request_is_left_as_it_came_after_a_plain_success() -> None:

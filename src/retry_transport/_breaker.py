@@ -22,6 +22,8 @@ so one breaker may serve several transports, sync and async, of both flavours.
 
 from __future__ import annotations
 
+import itertools
+import sysconfig
 import threading
 import time
 from collections import deque
@@ -50,15 +52,20 @@ Admission = float | None
 _RECHECK: Final = 1.0
 
 _NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answer
+
+#: Whether a success may be counted without the lock: ``next()`` of an ``itertools.count``
+#: is atomic while a GIL serialises it; an interpreter without one takes the lock always.
+_LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
+_NEVER: Final = float("-inf")
 _PASS: Final[tuple[Admission, int, list[str]]] = (None, 0, _NO_TRANSITIONS)
 
 
 class _Origin:
     """One origin's state. Guarded by the breaker's lock."""
 
-    __slots__ = ("break_for", "failures", "fleet_busy_until", "index", "now_failures",
-                 "now_outcomes", "opened_until", "outcomes", "period", "probes", "ring",
-                 "state")
+    __slots__ = ("break_for", "failures", "fleet_busy_until", "index", "mark", "now_failures",
+                 "now_outcomes", "opened_until", "outcomes", "period", "probes", "quick_until",
+                 "ring", "state", "successes")
 
     def __init__(self, break_for: float) -> None:
         self.state: BreakerState = "closed"
@@ -77,12 +84,28 @@ class _Origin:
         self.now_outcomes = self.now_failures = 0
         self.ring: deque[tuple[int, int, int]] = deque()
         self.outcomes = self.failures = 0
+        # Successes counted without the lock: drawn from ``successes`` (an itertools.count)
+        # and folded into the window under the lock (``tally``) before anything reads it.
+        # Allowed while the clock is below ``quick_until``: the end of the current bucket,
+        # while the breaker is closed and no success could open it.
+        self.successes = itertools.count()
+        self.mark = -1  # the number the last fold drew
+        self.quick_until = _NEVER
+
+    def tally(self) -> int:
+        """The successes counted without the lock since the last fold (under the lock)."""
+        mark = next(self.successes)
+        pending = mark - self.mark - 1
+        self.mark = mark
+        return pending
 
     def fresh_window(self) -> None:
+        self.tally()  # successes of the old window are dropped with it
         self.index = -1
         self.now_outcomes = self.now_failures = 0
         self.ring.clear()
         self.outcomes = self.failures = 0
+        self.quick_until = _NEVER
 
 
 class CircuitBreaker:
@@ -235,19 +258,15 @@ class CircuitBreaker:
         ``probe``: what :meth:`admit` said. Returns the transitions it caused
         (``breaker_open``, ``breaker_close``)."""
         now = self.clock()
+        entry = self._origins.get(origin)
+        if entry is not None and not failure and not probe and now < entry.quick_until:
+            # The usual case: one more success in the current bucket of a closed breaker
+            # that no success could open. No lock: folded in by the next outcome that
+            # takes it.
+            next(entry.successes)
+            return _NO_TRANSITIONS
         with self._lock:
             entry = self._origins.get(origin)
-            if (
-                entry is not None
-                and not failure
-                and not probe
-                and entry.state == "closed"
-                and entry.index == int(now // self._bucket)
-                and entry.outcomes + 1 != self.min_requests  # the one success that may open
-            ):  # the usual case, kept short: one more success in the current bucket
-                entry.now_outcomes += 1
-                entry.outcomes += 1
-                return _NO_TRANSITIONS
             transitions = self._decide(origin, entry, now, failure, probe)
         if self.store is not None:
             if transitions:
@@ -287,6 +306,7 @@ class CircuitBreaker:
         ):
             self._open(entry, now, entry.break_for)
             return self._shared(origin, entry, "breaker_open")
+        self._quicken(entry)
         return []
 
     def release(self, origin: str, probe: int | None = None) -> None:
@@ -382,6 +402,9 @@ class CircuitBreaker:
         entry.fresh_window()
 
     def _count(self, entry: _Origin, now: float, failure: bool) -> None:
+        pending = entry.tally()  # in the current bucket: they were allowed only while in it
+        entry.now_outcomes += pending
+        entry.outcomes += pending
         index = int(now // self._bucket)
         if index != entry.index:  # a new bucket: retire the current one, drop the old ones
             if entry.now_outcomes:
@@ -401,3 +424,12 @@ class CircuitBreaker:
         if failure:
             entry.now_failures += 1
             entry.failures += 1
+
+    def _quicken(self, entry: _Origin) -> None:
+        """After an outcome was counted in a closed window: whether the next successes may be
+        counted without the lock, until the end of the current bucket. Not while one
+        success could open the breaker (failures in a window short of ``min_requests``)."""
+        if _LOCK_FREE and (entry.failures == 0 or entry.outcomes >= self.min_requests):
+            entry.quick_until = (entry.index + 1) * self._bucket
+        else:
+            entry.quick_until = _NEVER

@@ -8,11 +8,18 @@ total outage allows 100 retries (50 after timeouts) and then each request is sen
 
 from __future__ import annotations
 
+import itertools
+import sysconfig
 import threading
+from typing import Final
 
 from ._validate import check_number
 
 __all__ = ["RetryBudget"]
+
+#: Whether refunds may be counted without the lock (see :attr:`RetryBudget._tally`): while a
+#: GIL serialises ``next()`` of an ``itertools.count``.
+_LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
 def _amount(name: str, value: object, *, positive: bool = False) -> float:
@@ -36,6 +43,9 @@ class RetryBudget:
 
     __slots__ = (
         "_lock",
+        "_mark",
+        "_refunds",
+        "_tally",
         "_tokens",
         "capacity",
         "retry_cost",
@@ -62,16 +72,35 @@ class RetryBudget:
                 )
         self._tokens = self.capacity
         self._lock = threading.Lock()
+        # Refunds of ``success_refund`` counted without the lock: the transports call
+        # ``_tally()`` (C-level, no lock) for each request that succeeds at once, and every
+        # read of the bucket first folds in what was counted since the last one. Refunds
+        # only add and the bucket only clips at ``capacity``, so folding them in late gives
+        # the tokens that adding each at once would have.
+        self._refunds = itertools.count()
+        self._mark = -1  # the number the last fold drew
+        self._tally = self._refunds.__next__ if _LOCK_FREE else None
+
+    def _fold(self) -> None:
+        """Apply the refunds counted since the last fold (under the lock)."""
+        mark = next(self._refunds)
+        pending = mark - self._mark - 1
+        self._mark = mark
+        if pending and self._tokens < self.capacity:
+            self._tokens = min(self.capacity, self._tokens + pending * self.success_refund)
 
     @property
     def tokens(self) -> float:
         """The tokens in the bucket now."""
-        return self._tokens
+        with self._lock:
+            self._fold()
+            return self._tokens
 
     def acquire(self, *, timeout: bool = False) -> float | None:
         """Take the cost of one retry; return it, or ``None`` (taking nothing) if short."""
         cost = self.timeout_retry_cost if timeout else self.retry_cost
         with self._lock:
+            self._fold()
             if self._tokens < cost:
                 return None
             self._tokens -= cost
@@ -82,11 +111,12 @@ class RetryBudget:
         if self._tokens >= self.capacity:  # the usual case: a full bucket, nothing to do
             return
         with self._lock:
+            self._fold()
             self._tokens = min(self.capacity, self._tokens + amount)
 
     def __repr__(self) -> str:
         return (
-            f"RetryBudget(tokens={self._tokens:g}, capacity={self.capacity:g}, "
+            f"RetryBudget(tokens={self.tokens:g}, capacity={self.capacity:g}, "
             f"retry_cost={self.retry_cost:g}, timeout_retry_cost={self.timeout_retry_cost:g}, "
             f"success_refund={self.success_refund:g})"
         )

@@ -77,7 +77,7 @@ class Controller:
         self.cooldowns = CooldownTable(clock, settings.store) if cooldown else None
         guards: list[Guard] = []
         if breaker is not None:
-            guards.append(BreakerGuard(breaker))
+            guards.append(BreakerGuard(breaker, self.observer))
         if self.cooldowns is not None:
             guards.append(self.cooldowns)
         if budget is not None:
@@ -86,6 +86,15 @@ class Controller:
         #: The tickets of a first attempt while every guard is quiet.
         self.plain: tuple[tuple[Guard, object], ...] = tuple(
             (guard, guard.plain) for guard in guards if guard.plain is not None
+        )
+        #: The guards that give a plain ticket, in admission order.
+        self.plain_guards: tuple[Guard, ...] = tuple(guard for guard, _ in self.plain)
+        #: For a plain first attempt's success: the guards' tallies, and those without one.
+        self.tallies: tuple[Callable[[], object], ...] = tuple(
+            guard.tally for guard in self.plain_guards if guard.tally is not None
+        )
+        self.untallied: tuple[Guard, ...] = tuple(
+            guard for guard in self.plain_guards if guard.tally is None
         )
         #: The guards that may stop being quiet (a class-level ``quiet = True`` never does).
         self.watched: tuple[Guard, ...] = tuple(
@@ -98,6 +107,11 @@ class Controller:
             (index for index, guard in enumerate(guards) if guard.reason is not None),
             key=lambda index: ORDER.index(guards[index].reason),
         ))
+        #: Whether a first attempt may go as it is while the guards are quiet (the transport's
+        #: policy; a request's override is looked at per request): no header to add, no
+        #: deadline to clip timeouts by, no body to read before handing it over.
+        self.simple = (not self.prepares and self.attempt_header is None
+                       and policy.deadline is None and not policy.retry_body_errors)
         #: Whether the quick path must look for an exhausted rate-limit quota.
         self.pacing = cooldown and policy.respect_rate_limits
         self._lock = threading.Lock()

@@ -24,6 +24,7 @@ from ._policy import compute_backoff
 from ._rules import Outcome
 
 if TYPE_CHECKING:
+    from ._flavour import Request
     from ._store import MemoryStore
 
 __all__ = ["CooldownTable"]
@@ -38,6 +39,7 @@ class CooldownTable:
     reason = None  # it vetoes no retry: a retry already waits at least the server's time
     learns = True
     plain: object = None  # it takes no ticket
+    tally = None
 
     #: No cooldown and nothing in the inbox: a first attempt is let through at once. Set
     #: under ``_inbox_lock`` only, False after the change that makes it so.
@@ -107,6 +109,9 @@ class CooldownTable:
         )
 
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        pass
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
         pass
 
     def learn(self, call: CallView, outcome: Outcome) -> None:

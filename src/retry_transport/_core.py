@@ -6,11 +6,12 @@ generator are injected. No HTTP library is imported either: what the decisions n
 httpx or httpx2 comes from the transport's :class:`~._flavour.Flavour`. A driver runs one
 :class:`RetryCall` per request:
 
-    call = RetryCall(controller, request)   # may raise ValueError (bad override)
-    wait = call.start()                     # a guard's hold; may raise CooldownError
+    call = RetryCall(controller, request)   # may raise ValueError (bad override), or
+                                            # CooldownError (a guard refused the request)
+    wait = call.wait                        # a guard's hold before the first attempt
     loop:
         sleep(wait) if wait is not None
-        request = call.attempt_request()    # may raise CircuitOpenError
+        request = call.ready or call.attempt_request()  # may raise CircuitOpenError
         send request
         wait = call.on_response(response)   # or call.on_error(exc)
         None -> hand the response over (or re-raise the exception): metadata attached
@@ -46,7 +47,7 @@ from ._rules import (
     may_retry,
 )
 
-__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "RetryCall"]
+__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "RetryCall", "plain_final", "plain_first"]
 
 #: A discarded response whose declared body is at most this many bytes is read to the end
 #: before it is closed, so its keep-alive connection goes back to the pool instead of being
@@ -89,36 +90,70 @@ class RetryCall:
     """
 
     __slots__ = ("_controller", "_origin", "_progress", "_stream", "_tickets", "enabled",
-                 "policy", "request", "testing")
+                 "policy", "ready", "request", "testing", "wait")
 
-    def __init__(self, controller: Controller, request: Request) -> None:
-        """Start one request. Raises ``ValueError`` for an invalid per-request override."""
+    def __init__(self, controller: Controller, request: Request, *, plain: bool = False,
+                 stream: object = None) -> None:
+        """Start one request and admit its first attempt: ``wait`` is a guard's hold (seconds
+        to wait before it) or ``None``; ``ready`` is the request to send as it is, or
+        ``None`` when :meth:`attempt_request` has something to do first.
+
+        ``plain``: the first attempt was already sent as :func:`plain_first` allowed (the
+        request counted, the guards' plain tickets given), with the body ``stream`` (the
+        request's stream before it was sent): the call takes over from its outcome.
+
+        Raises ``ValueError`` for an invalid per-request override, the flavour's
+        ``CooldownError`` or ``CircuitOpenError`` when a guard refuses the first attempt.
+        """
         self._controller = controller
         self.request = request
         # The body as it is before the first attempt: whether it can be sent again is
         # judged from this stream, whatever the inner transport does to the request.
-        self._stream = request.stream
+        self._stream = stream if plain else request.stream
         self._progress: _Progress | None = None
         self._origin: str | None = None
         # The attempt in flight's record: (guard, ticket) for each guard that gave one.
-        self._tickets: list[tuple[Guard, object]] | tuple[tuple[Guard, object], ...] = (
-            _NO_TICKETS
-        )
+        self._tickets: list[tuple[Guard, object]] | tuple[tuple[Guard, object], ...]
         self.enabled = True
+        self.wait: float | None = None
+        self.ready: Request | None = None
+        if plain:  # sent under the transport's own policy: whatever the request says now
+            self.testing = None
+            self.policy = controller.policy
+            self._tickets = controller.plain
+            return
         policy = controller.policy
         override = request.extensions.get("retry")
-        if override is not None:
+        testing = self.testing = _testing.active
+        if override is not None or testing is not None:
             if override is False:
                 self.enabled = False
-            elif override is not True:
+            elif override is not None and override is not True:
                 policy = policy.with_override(override)
-        testing = self.testing = _testing.active
-        if testing is not None:
-            policy = testing.policy(policy)
+            if testing is not None:
+                policy = testing.policy(policy)
         self.policy = policy
         if controller.prepares:
             controller.prepare(request, policy)
         next(controller.request_counter)
+        # The first attempt's admission.
+        if policy.deadline is not None:
+            progress = self._state()
+            progress.deadline_at = controller.clock() + policy.deadline
+            progress.extensions = request.extensions
+        if testing is None:
+            for guard in controller.watched:
+                if not guard.quiet:
+                    self._tickets = _NO_TICKETS
+                    self.wait = self._admit(FIRST)
+                    return
+            self._tickets = controller.plain  # every guard would let it through plainly
+            if self._progress is None and controller.attempt_header is None:
+                self.ready = request
+            return
+        self._tickets = _NO_TICKETS
+        if controller.guards:
+            self.wait = self._admit(FIRST)
 
     def _state(self) -> _Progress:
         progress = self._progress
@@ -158,25 +193,6 @@ class RetryCall:
         return self._controller.observer
 
     # -- before an attempt -----------------------------------------------------------------
-
-    def start(self) -> float | None:
-        """Seconds to wait before the first attempt (a guard's hold), or ``None``.
-
-        Raises the flavour's ``CooldownError`` or ``CircuitOpenError`` when a guard refuses.
-        """
-        controller = self._controller
-        deadline = self.policy.deadline
-        if deadline is not None:
-            progress = self._state()
-            progress.deadline_at = controller.clock() + deadline
-            progress.extensions = self.request.extensions
-        if self.testing is None:
-            for guard in controller.watched:
-                if not guard.quiet:
-                    return self._admit(FIRST)
-            self._tickets = controller.plain  # every guard would let it through plainly
-            return None
-        return self._admit(FIRST) if controller.guards else None
 
     def _admit(self, carried: object) -> float | None:
         """Ask each guard to admit the next attempt (``carried``: ``FIRST``, or what the
@@ -322,12 +338,8 @@ class RetryCall:
         controller = self._controller
         if self._progress is None and final_at_once(response, status, self.policy,
                                                     controller.pacing):
-            # The common case, kept short: one attempt, nothing waited, nothing to retry.
-            info, outcome = controller.finals.get(status) or controller.final(status)
-            try:
-                response.extensions["retry"] = info
-            except TypeError:
-                attach(response, info)
+            # One attempt, nothing waited, nothing to retry.
+            outcome = _final(controller, response, status)
             pairs = self._tickets
             if pairs:
                 self._tickets = _NO_TICKETS
@@ -384,6 +396,7 @@ class RetryCall:
         if reason is not None:
             self._finish(reason, result, outcome, failed_retryable=True)
             return None
+        self.ready = None  # a retry goes through attempt_request()
         progress.previous = backoff
         progress.carried = carried
         progress.total_wait += wait
@@ -431,3 +444,61 @@ class RetryCall:
         else:
             attach(result, info)
         self._controller.note_finish(self.request, info, failed_retryable)
+
+
+# -- the plain first attempt -------------------------------------------------------------------
+#
+# Most requests are sent once and answered with a final answer. For them the drivers skip
+# the RetryCall altogether: plain_first says whether the first attempt may go as it is, and
+# plain_final whether what came back ends the request. Anything else (an error, a response
+# that is not final at once) is handed to RetryCall(controller, request, plain=True), which
+# takes over from that outcome.
+
+
+def plain_first(controller: Controller, request: Request) -> bool:
+    """Whether ``request``'s first attempt goes as it is, the guards' plain tickets given:
+    the transport's own policy (no override, no testing mode), nothing to add to the request
+    (``simple``), and every guard quiet. Counts the request when so."""
+    if (
+        not controller.simple
+        or _testing.active is not None
+        or request.extensions.get("retry") is not None
+    ):
+        return False
+    for guard in controller.watched:
+        if not guard.quiet:
+            return False
+    next(controller.request_counter)
+    return True
+
+
+def plain_final(controller: Controller, request: Request, response: Response) -> bool:
+    """After a plain first attempt: whether ``response`` ends the request at once; if so,
+    its metadata is attached and the plain tickets are settled with its outcome."""
+    status = response.status_code
+    if not final_at_once(response, status, controller.policy, controller.pacing):
+        return False
+    info, outcome = controller.finals.get(status) or controller.final(status)
+    try:
+        response.extensions["retry"] = info
+    except TypeError:  # a mapping that cannot be written to: kept aside instead
+        attach(response, info)
+    if outcome.success:
+        for tally in controller.tallies:
+            tally()
+        for guard in controller.untallied:
+            guard.settle_plain(request, outcome)
+    else:
+        for guard in controller.plain_guards:
+            guard.settle_plain(request, outcome)
+    return True
+
+
+def _final(controller: Controller, response: Response, status: int) -> Outcome:
+    """Attach a final-at-once answer's metadata (shared, immutable); return its outcome."""
+    info, outcome = controller.finals.get(status) or controller.final(status)
+    try:
+        response.extensions["retry"] = info
+    except TypeError:  # a mapping that cannot be written to: kept aside instead
+        attach(response, info)
+    return outcome

@@ -21,7 +21,7 @@ import anyio
 
 from ._breaker import CircuitBreaker
 from ._controller import Controller
-from ._core import DRAIN_MAX_SECONDS, RetryCall
+from ._core import DRAIN_MAX_SECONDS, RetryCall, plain_final, plain_first
 from ._flavour import Flavour, Request, Response
 from ._models import RetryStats
 from ._observe import RetryHook
@@ -226,22 +226,31 @@ class SyncRetry(_Common, Generic[_Sync]):
         self._sleep = sleep if sleep is not None else time.sleep
 
     def handle_request(self, request: Request) -> Response:
-        call = RetryCall(self._controller, request)
+        controller = self._controller
+        # None while the first attempt goes as it is (the usual case: see plain_first).
+        call = None if plain_first(controller, request) else RetryCall(controller, request)
+        stream = request.stream
         try:
-            wait = call.start()
+            wait = None if call is None else call.wait
             transport = self._transport
             while True:
                 if wait is not None:
                     self._sleep(wait)
-                attempt = call.attempt_request()  # a guard's refusal ends the request here
+                attempt = request if call is None else call.ready or call.attempt_request()
                 try:
                     response = transport.handle_request(attempt)
                 except Exception as exc:
+                    if call is None:
+                        call = RetryCall(controller, request, plain=True, stream=stream)
                     wait = call.on_error(exc)
                     if wait is None:
                         raise
                     continue
-                if call.policy.retry_body_errors:
+                if call is None:
+                    if plain_final(controller, request, response):
+                        return response
+                    call = RetryCall(controller, request, plain=True, stream=stream)
+                elif call.policy.retry_body_errors:
                     limit = call.body_limit(response)
                     if limit is not None:
                         try:
@@ -260,13 +269,14 @@ class SyncRetry(_Common, Generic[_Sync]):
                     return response
                 try:
                     if call.should_drain(response):
-                        _drain(response, self._controller.clock)
+                        _drain(response, controller.clock)
                 except Exception:
                     pass  # a broken body is as good as discarded
                 finally:
                     response.close()
         except BaseException:
-            call.abandon()  # a cancel or an interrupt mid-attempt: the caller's request back
+            if call is not None:  # a cancel or an interrupt mid-attempt: the request back
+                call.abandon()
             raise
 
     def close(self) -> None:
@@ -321,22 +331,31 @@ class AsyncRetry(_Common, Generic[_Async]):
         self._sleep = sleep if sleep is not None else anyio.sleep
 
     async def handle_async_request(self, request: Request) -> Response:
-        call = RetryCall(self._controller, request)
+        controller = self._controller
+        # None while the first attempt goes as it is (the usual case: see plain_first).
+        call = None if plain_first(controller, request) else RetryCall(controller, request)
+        stream = request.stream
         try:
-            wait = call.start()
+            wait = None if call is None else call.wait
             transport = self._transport
             while True:
                 if wait is not None:
                     await _awaitable(self._sleep(wait))
-                attempt = call.attempt_request()  # a guard's refusal ends the request here
+                attempt = request if call is None else call.ready or call.attempt_request()
                 try:
                     response = await transport.handle_async_request(attempt)
                 except Exception as exc:
+                    if call is None:
+                        call = RetryCall(controller, request, plain=True, stream=stream)
                     wait = call.on_error(exc)
                     if wait is None:
                         raise
                     continue
-                if call.policy.retry_body_errors:
+                if call is None:
+                    if plain_final(controller, request, response):
+                        return response
+                    call = RetryCall(controller, request, plain=True, stream=stream)
+                elif call.policy.retry_body_errors:
                     limit = call.body_limit(response)
                     if limit is not None:
                         try:
@@ -361,7 +380,8 @@ class AsyncRetry(_Common, Generic[_Async]):
                 finally:
                     await _aclose(response)
         except BaseException:
-            call.abandon()  # a cancel or an interrupt mid-attempt: the caller's request back
+            if call is not None:  # a cancel or an interrupt mid-attempt: the request back
+                call.abandon()
             raise
 
     async def aclose(self) -> None:

@@ -19,6 +19,11 @@ retry budget). For every attempt of a request, the core (``_core.RetryCall``):
    ``admit`` of the next attempt (the budget carries what the retry cost). The budget is
    asked last, so no veto after it can leave a retry paid for and not made.
 
+A guard that is ``quiet`` (it would only answer its ``plain`` ticket) is not asked to admit a
+first attempt; when every guard is quiet, the drivers send the first attempt without a call
+at all (``_core.plain_first``), and an answer final at once is settled by ``settle_plain``,
+told the request alone, or for a success by the guard's ``tally``, a lock-free counter.
+
 Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two
 attempts of one request may be in flight at once. A guard reads the request through the
 :class:`CallView` it is given and writes nothing on it. Adding a guard: a module with a class
@@ -29,8 +34,10 @@ stop reason, if new, in ``StopReason`` and ``_rules.RULES``.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
+from ._http import origin as origin_of
 from ._models import StopReason
 from ._observe import Observer
 
@@ -126,6 +133,17 @@ class Guard(Protocol):
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
         """The attempt this guard admitted with ``ticket`` is over (``None``: no verdict)."""
 
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        """A first attempt given :attr:`plain` without asking ended with an answer final at
+        once: what :meth:`settle` would do with that ticket, told the request alone (the
+        quick path makes no call view)."""
+
+    @property
+    def tally(self) -> Callable[[], object] | None:
+        """``None``, or what the quick path calls, with no argument, in place of
+        :meth:`settle_plain` when that answer was a success: best a C-level callable (such
+        as an ``itertools.count``'s ``__next__``) that counts without a lock."""
+
     #: Whether :meth:`learn` is to be called.
     learns: bool
 
@@ -151,9 +169,11 @@ class BreakerGuard:
     reason = _CIRCUIT_OPEN
     learns = False
     plain = 0  # no probe
+    tally = None
 
-    def __init__(self, breaker: CircuitBreaker) -> None:
+    def __init__(self, breaker: CircuitBreaker, observer: Observer) -> None:
         self.breaker = breaker
+        self.observer = observer  # the transport's: it tells of the transitions it causes
 
     @property
     def quiet(self) -> bool:
@@ -174,7 +194,7 @@ class BreakerGuard:
         else:
             remaining, probe, transitions = breaker.admit(origin)
             if transitions:
-                self._tell(call, transitions, None, None)
+                self._tell(transitions, call.request, origin, call.attempt, None, None)
         if remaining is None:
             return probe
         return Refusal(
@@ -191,9 +211,17 @@ class BreakerGuard:
             if ticket:  # a probe without a verdict: its slot goes back
                 self.breaker.release(call.origin, ticket)  # type: ignore[arg-type]
             return
-        transitions = self.breaker.record(call.origin, outcome.failure, ticket)  # type: ignore[arg-type]
+        origin = call.origin
+        transitions = self.breaker.record(origin, outcome.failure, ticket)  # type: ignore[arg-type]
         if transitions:
-            self._tell(call, transitions, outcome.status, outcome.error)
+            self._tell(transitions, call.request, origin, call.attempt, outcome.status,
+                       outcome.error)
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        origin = origin_of(request.url)
+        transitions = self.breaker.record(origin, bool(outcome.failure))
+        if transitions:
+            self._tell(transitions, request, origin, 1, outcome.status, None)
 
     def learn(self, call: CallView, outcome: Outcome) -> None:
         pass
@@ -203,11 +231,11 @@ class BreakerGuard:
             return _CIRCUIT_OPEN
         return None
 
-    def _tell(self, call: CallView, transitions: list[str], status: int | None,
-              error: str | None) -> None:
-        breaker, origin = self.breaker, call.origin
-        call.observer.breaker(transitions, call.request, origin, call.attempt,
-                              breaker.opened_for(origin), status, error, breaker.hooks)
+    def _tell(self, transitions: list[str], request: Request, origin: str, attempt: int,
+              status: int | None, error: str | None) -> None:
+        breaker = self.breaker
+        self.observer.breaker(transitions, request, origin, attempt, breaker.opened_for(origin),
+                              status, error, breaker.hooks)
 
 
 #: The ticket of a first attempt: a success puts back ``success_refund``.
@@ -226,6 +254,8 @@ class BudgetGuard:
 
     def __init__(self, budget: RetryBudget) -> None:
         self.budget = budget
+        # A success at once puts back success_refund: counted, folded in at the next read.
+        self.tally = budget._tally
 
     def admit(self, call: CallView, carried: object) -> object:
         return _REFUND if carried is FIRST else carried
@@ -237,6 +267,11 @@ class BudgetGuard:
                 budget.release(budget.success_refund)
             elif isinstance(ticket, (int, float)):
                 budget.release(ticket)
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        budget = self.budget
+        if outcome.success and budget._tokens < budget.capacity:
+            budget.release(budget.success_refund)
 
     def learn(self, call: CallView, outcome: Outcome) -> None:
         pass

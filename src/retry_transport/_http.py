@@ -23,14 +23,20 @@ __all__ = [
     "attach",
     "clipped_timeouts",
     "header",
+    "items",
     "length",
     "normalise",
     "origin",
     "permanent",
+    "plain_name",
     "redact_url",
     "remember",
     "replayable",
     "retry_info",
+    "PLAIN",
+    "TIMING_HEADERS",
+    "encoded",
+    "quiet",
     "scan",
 ]
 
@@ -45,15 +51,19 @@ def _spell(scheme: str, host: str, port: int | None) -> str:
     return f"{scheme}://{text_host}:{port if port is not None else _DEFAULT_PORTS.get(scheme)}"
 
 
-#: Origins already spelt out, by (scheme, raw host, port): a request looks its origin up
-#: rather than formatting it. Bounded: cleared when full.
-_ORIGINS: dict[tuple[str, bytes, int | None], str] = {}
+#: Origins already spelt out, by what identifies them in the URL: a request looks its
+#: origin up rather than formatting it. Bounded: cleared when full.
+_ORIGINS: dict[tuple[object, ...], str] = {}
 _ORIGINS_MAX: Final = 4096
 
 
 def origin(url: URL) -> str:
     """The origin of a URL of either flavour, as ``scheme://host:port``."""
-    key = (url.scheme, url.raw_host, url.port)
+    # httpx and httpx2 keep a URL's parts in a tuple, (scheme, userinfo, host, port, ...),
+    # the host lower-case and IDNA-encoded: its first four make a key at once, where the
+    # URL's properties would each work something out.
+    parts = getattr(url, "_uri_reference", None)
+    key = parts[:4] if isinstance(parts, tuple) else (url.scheme, url.raw_host, url.port)
     spelt = _ORIGINS.get(key)
     if spelt is None:
         spelt = _spell(url.scheme, url.host, url.port)
@@ -115,29 +125,75 @@ def length(response: Response) -> int | None:
 
 #: The headers a response's signals are read from, besides the names that contain
 #: ``ratelimit`` and the policy's ``should_retry_header``.
-_TIMING_HEADERS: Final = frozenset({b"retry-after", b"retry-after-ms"})
+TIMING_HEADERS: Final = frozenset({b"retry-after", b"retry-after-ms"})
+
+#: Lower-case header names known to carry no signal (neither ``ratelimit`` in them nor a
+#: timing header): a response's names are looked up here rather than searched, since a
+#: set lookup is several times cheaper than ``b"ratelimit" in name``. Bounded: a server
+#: that sends ever new names only makes it start over.
+PLAIN: set[bytes] = set()
+PLAIN_LIMIT: Final = 1024
+
+
+def plain_name(key: bytes) -> bool:
+    """Whether ``key`` (a lower-case header name) carries no signal; remembered if so."""
+    if b"ratelimit" in key or key in TIMING_HEADERS:
+        return False
+    if len(PLAIN) >= PLAIN_LIMIT:
+        PLAIN.clear()
+    PLAIN.add(key)
+    return True
+
+
+def items(response: Response) -> list[tuple[bytes, bytes, bytes]]:
+    """The headers as (raw name, lower-case name, value): httpx and httpx2 keep them so in
+    ``_list``, which spares building ``.raw`` and lower-casing every name."""
+    items = getattr(response.headers, "_list", None)
+    if type(items) is list:
+        return items
+    return [(key, key.lower(), value) for key, value in response.headers.raw]
+
+
+def quiet(response: Response, verdict: bytes | None) -> bool:
+    """Whether the response has no rate-limit header and no ``verdict`` header (the
+    policy's ``should_retry_header``, lower-case, or ``None``): what a final answer must
+    lack to be final at once. Reads the names only, and decodes nothing."""
+    plain = PLAIN
+    if verdict is None:
+        for _, key, _ in items(response):
+            if key not in plain and not plain_name(key) and key not in TIMING_HEADERS:
+                return False
+        return True
+    for _, key, _ in items(response):
+        if key == verdict:
+            return False
+        if key not in plain and not plain_name(key) and key not in TIMING_HEADERS:
+            return False
+    return True
+
+
 _ENCODED: dict[str, bytes] = {}
 
 
-def scan(response: Response, verdict: str | None, *, timing: bool = True) -> dict[str, str] | None:
-    """The response's signal headers by lower-case name, in one pass over the raw headers;
-    ``None`` when it has none (the usual case, kept cheap: nothing is decoded). Without
-    ``timing``, only rate-limit headers and the verdict count (a final answer's
-    ``Retry-After`` is no signal)."""
-    name = None
-    if verdict is not None:
-        name = _ENCODED.get(verdict)
-        if name is None:
-            name = _ENCODED[verdict] = verdict.lower().encode("ascii")
+def encoded(name: str) -> bytes:
+    """A header name as the lower-case bytes the responses' names are compared with."""
+    key = _ENCODED.get(name)
+    if key is None:
+        key = _ENCODED[name] = name.lower().encode("ascii")
+    return key
+
+
+def scan(response: Response, verdict: str | None) -> dict[str, str] | None:
+    """The response's signal headers by lower-case name, in one pass over the raw headers:
+    the rate-limit ones, ``Retry-After``, ``retry-after-ms`` and ``verdict`` (the policy's
+    ``should_retry_header``, or ``None``); ``None`` when it has none."""
+    name = None if verdict is None else encoded(verdict)
     found: dict[str, str] | None = None
-    headers = response.headers
-    # httpx and httpx2 keep each header as (raw name, lower-case name, value) in _list:
-    # reading it spares building .raw and lower-casing every name on every response.
-    items = getattr(headers, "_list", None)
-    if not isinstance(items, list):
-        items = [(key, key.lower(), value) for key, value in headers.raw]
-    for _, key, value in items:
-        if b"ratelimit" in key or key == name or (timing and key in _TIMING_HEADERS):
+    plain = PLAIN
+    for _, key, value in items(response):
+        if key in plain and key != name:
+            continue
+        if key == name or not plain_name(key):
             if found is None:
                 found = {}
             name_text, text = key.decode("latin-1"), value.decode("latin-1")

@@ -35,7 +35,18 @@ from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple
 
 from ._flavour import Flavour, Response
-from ._http import header, permanent, replayable, scan
+from ._http import (
+    PLAIN,
+    TIMING_HEADERS,
+    encoded,
+    header,
+    items,
+    permanent,
+    plain_name,
+    quiet,
+    replayable,
+    scan,
+)
 from ._models import StopReason
 from ._policy import RetryPolicy
 from ._retry_after import parse_retry_after
@@ -147,14 +158,21 @@ def final(status: int) -> Outcome:
 def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: bool) -> bool:
     """Whether a first attempt's response is final without a closer look (the quick path):
     a status outside ``retry_statuses``, and no header that could change that (the server's
-    verdict; with ``pacing``, an exhausted rate-limit quota)."""
+    verdict; with ``pacing``, an exhausted rate-limit quota). Reads header names only."""
     if status in policy.retry_statuses:
         return False
     verdict = policy.should_retry_header if status >= 400 else None
-    if not pacing and verdict is None:
+    if verdict is None:
+        if not pacing:
+            return True
+        # The names only, each looked up among those known to carry no signal.
+        plain = PLAIN
+        names = getattr(response.headers, "_list", None)  # what items() reads, unless odd
+        for _, key, _ in names if type(names) is list else items(response):
+            if key not in plain and not plain_name(key) and key not in TIMING_HEADERS:
+                return False
         return True
-    # One pass over the raw headers finds out, decoding nothing when neither is there.
-    return scan(response, verdict, timing=False) is None
+    return quiet(response, encoded(verdict))
 
 
 def classify_response(response: Response, status: int, policy: RetryPolicy, *,
