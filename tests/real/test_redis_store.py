@@ -320,12 +320,16 @@ async def test_cooldown_in_one_worker_holds_another_async(api: Any, stores: Stor
 
 # -- 2. a fleet of processes ----------------------------------------------------------------
 
-#: Worker processes, and how long each sends requests once all have started.
+#: Worker processes.
 WORKERS = 4
-FLEET_RUN = 3.6
-FLEET_RETRY_AFTER = 3
+#: The 429's Retry-After, seconds: the fleet must be quiet from TOLD_WITHIN after it was
+#: sent until it ends (1.5 s, in which four workers would send some 250 requests).
+FLEET_RETRY_AFTER = 2
 #: A request may still arrive this long after the 429 was sent (the fleet being told).
 TOLD_WITHIN = 0.5
+#: How long each worker sends requests once all have started: the first request meets the
+#: 429, so this leaves each worker 0.6 s to send again once the cooldown is over.
+FLEET_RUN = FLEET_RETRY_AFTER + 0.6
 
 
 def _fleet_worker(flavour: str, redis_url: str, prefix: str, url: str, name: str,
