@@ -17,7 +17,14 @@ from tests.real.servers import FULL_BODY, ChildServer, RawServer, Reply, Scripte
 
 pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
 
-REQUESTS = 5000
+#: Retried requests in the sync leak test, and what may grow over them: fewer than
+#: REQUESTS / 250 descriptors and at most REQUESTS / 2500 new connections, the bounds of
+#: 5000 requests (< 20, <= 2) scaled, so a leak of one descriptor (or one connection) in
+#: every few hundred (or thousand) requests shows as before; a leak per request or per retry
+#: shows hundreds of times over. Measured: descriptors +0, new connections 0.
+REQUESTS = 2500
+FD_SLACK = REQUESTS // 250
+NEW_CONNECTIONS = REQUESTS // 2500
 #: The connection-pool library under each flavour's HTTPTransport (same attribute names).
 CORES = {"httpx": "httpcore", "httpx2": "httpcore2"}
 
@@ -35,7 +42,7 @@ def resource_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
 
 
-def test_no_leaks_after_5000_requests_with_retries(child_server: ChildServer) -> None:
+def test_no_leaks_after_thousands_of_requests_with_retries(child_server: ChildServer) -> None:
     """Every request meets a 503 then a 200 (the server alternates), with a no-op sleep and
     no budget, so every request retries once: descriptors stay flat, nothing warns, and
     the client still works. The server runs in a child process, so the descriptors counted
@@ -76,12 +83,14 @@ def test_no_leaks_after_5000_requests_with_retries(child_server: ChildServer) ->
     assert stats.requests - stats_before.requests == REQUESTS
     assert stats.retries - stats_before.retries == REQUESTS
     assert waited - waits_before == REQUESTS
-    assert after - before < 20, (before, after)
+    assert after - before < FD_SLACK, (before, after)
     assert closed <= before
     assert resource_warnings(caught) == []
     # The 503s carry a small body, which is drained before closing: the keep-alive
     # connection goes back to the pool instead of a new handshake per retry.
-    assert connections - connections_before <= 2, connections - connections_before
+    assert connections - connections_before <= NEW_CONNECTIONS, (
+        connections - connections_before
+    )
 
 
 @pytest.mark.anyio
