@@ -44,7 +44,9 @@ class Flaky(BaseHTTPRequestHandler):
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="  log: %(message)s", stream=sys.stdout)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # Polled every 50 ms, the server stops at once on shutdown() (the default is 0.5 s).
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/items"
     transport = rt.RetryTransport(max_attempts=4, base_delay=0.05, max_delay=0.5)
     try:
