@@ -55,6 +55,7 @@ from retry_transport import (
     RetryEvent,
     RetryPolicy,
     StopReason,
+    retry_info,
 )
 
 from ._results import OutageResult
@@ -140,9 +141,7 @@ def run_outage(
         transitions: list[tuple[float, str]] = []
 
         def hook(event: RetryEvent) -> None:
-            if event.stop_reason is StopReason.BUDGET_EXHAUSTED:
-                refusals.append(trio.current_time() - t0)
-            elif event.kind.startswith("breaker_"):
+            if event.kind.startswith("breaker_"):
                 transitions.append((trio.current_time() - t0, event.kind.removeprefix("breaker_")))
 
         circuit = breaker(clock=trio.current_time) if breaker is not None else None
@@ -151,7 +150,9 @@ def run_outage(
             policy=policy,
             budget=budget() if budget is not None else None,
             breaker=circuit,
-            hooks=hook,
+            # Only a breaker's transitions need a hook (the budget's refusals are read from
+            # each response's retry_info); a transport without hooks builds no events.
+            hooks=hook if circuit is not None else None,
             rng=random.Random(f"outage:{seed}:jitter"),
         )
         arrivals = random.Random(f"outage:{seed}:arrivals")
@@ -164,6 +165,7 @@ def run_outage(
         refilled: list[float] = []
 
         async def request(client: httpx.AsyncClient, rid: int) -> None:
+            budget_refused = False
             try:
                 response = await client.get(_URL, extensions={"sim_request": rid})
             except CircuitOpenError:
@@ -171,8 +173,13 @@ def run_outage(
                 refused[0] += 1
             else:
                 failed = response.status_code >= 400
+                info = retry_info(response)
+                reason = info.stop_reason if info is not None else None
+                budget_refused = reason is StopReason.BUDGET_EXHAUSTED
             now = trio.current_time() - t0
             del service.rngs[rid]
+            if budget_refused:  # the budget refused this request's retry as it ended, now
+                refusals.append(now)
             if failed:
                 failed_at.append(now)
             elif not first_success and now >= outage[1]:
