@@ -196,6 +196,9 @@ class Spy:
     def settle(self, call: Any, ticket: object, outcome: Outcome | None) -> None:
         self.log.append(("settle", ticket, None if outcome is None else outcome.status))
 
+    def plain_for(self, request: Any) -> bool:
+        return False
+
     def settle_plain(self, request: Any, outcome: Outcome) -> None:
         self.log.append(("settle_plain", self.plain, outcome.status))
 

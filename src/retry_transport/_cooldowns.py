@@ -29,6 +29,17 @@ if TYPE_CHECKING:
 
 __all__ = ["CooldownTable"]
 
+
+def _host(origin: str) -> str | None:
+    """The host of an origin (``scheme://host:port``) as a URL's parsed tuple holds it:
+    lower-case, IPv6 without brackets; ``None`` unless it is ASCII (an IDNA name would have
+    to be encoded as the HTTP library does)."""
+    rest = origin.partition("://")[2]
+    host = rest.rpartition(":")[0]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host.lower() if host.isascii() else None
+
 _RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
 _DEADLINE: Final = StopReason.DEADLINE
 
@@ -60,6 +71,12 @@ class CooldownTable:
         # the next request, which turns them into this table's clock (an event loop's).
         self.inbox: dict[str, tuple[float, str]] = {}
         self._inbox_lock = threading.Lock()
+        # The hosts of the origins in the table, as the URLs' parsed tuples spell them
+        # (lower-case, IDNA-encoded), each with its number of origins: a request to another
+        # host is let through without working out its origin. ``_unsure`` counts origins
+        # whose host could not be spelt so (not ASCII): while any, every request is looked at.
+        self._hosts: dict[str, int] = {}
+        self._unsure = 0
         self.quiet = True
         self.store = store
         if store is not None:
@@ -114,6 +131,19 @@ class CooldownTable:
     def settle_plain(self, request: Request, outcome: Outcome) -> None:
         pass
 
+    def plain_for(self, request: Request) -> bool:
+        """Whether ``request``'s host has no cooldown: then it goes as if the table were
+        quiet. False when unsure (a cooldown in the inbox, a host not spelt in ASCII)."""
+        if self.inbox:
+            return False
+        expiry = self._expiry
+        if expiry and expiry[0][0] <= self.clock():  # the soonest is over: drop what is
+            self._expire(self.clock())
+        if self._unsure:
+            return False
+        parts = getattr(request.url, "_uri_reference", None)
+        return isinstance(parts, tuple) and parts[2] not in self._hosts
+
     def learn(self, call: CallView, outcome: Outcome) -> None:
         """An origin asking for quiet starts (or lengthens) its cooldown."""
         if outcome.quiet is not None and call.testing is None:
@@ -146,6 +176,7 @@ class CooldownTable:
                 if table.get(origin) == until:
                     del table[origin]
                     self.signals.pop(origin, None)
+                    self._count_host(origin, -1)
         if not self.until:
             self._requiet()
 
@@ -159,8 +190,11 @@ class CooldownTable:
         With a store, a cooldown that ends later than the one known is shared (``share``)."""
         signal = signal or "retry-after"
         with self._lock:
-            if until <= self.until.get(origin, 0.0):
+            known = self.until.get(origin)
+            if until <= (0.0 if known is None else known):
                 return
+            if known is None:
+                self._count_host(origin, 1)
             self.until[origin] = until
             self.signals[origin] = signal
             # A later cooldown of the same origin leaves its old entry in the heap;
@@ -171,6 +205,18 @@ class CooldownTable:
                 self.quiet = False
         if share and self.store is not None:
             self.store._cooldown(self, origin, until - self.clock(), signal)
+
+    def _count_host(self, origin: str, change: int) -> None:
+        """One origin more (``change`` 1) or less (-1) for its host (under ``_lock``)."""
+        host = _host(origin)
+        if host is None:
+            self._unsure += change
+            return
+        count = self._hosts.get(host, 0) + change
+        if count > 0:
+            self._hosts[host] = count
+        else:
+            self._hosts.pop(host, None)
 
     # -- the store's member protocol -----------------------------------------------------------
 

@@ -33,7 +33,7 @@ from ._controller import Controller
 from ._flavour import Request, Response
 from ._guards import FIRST, Guard, Hold, Refusal
 from ._http import attach, clipped_timeouts, length, origin as origin_of, remember
-from ._models import Attempt, RetryInfo, StopReason
+from ._models import Attempt, RetryInfo, StopReason, new_attempt, new_retry_info
 from ._observe import Observer
 from ._policy import compute_backoff
 from ._rules import (
@@ -143,7 +143,7 @@ class RetryCall:
             progress.extensions = request.extensions
         if testing is None:
             for guard in controller.watched:
-                if not guard.quiet:
+                if not guard.quiet and not guard.plain_for(request):
                     self._tickets = _NO_TICKETS
                     self.wait = self._admit(FIRST)
                     return
@@ -401,7 +401,7 @@ class RetryCall:
         progress.carried = carried
         progress.total_wait += wait
         status, error, signal = outcome.status, outcome.error, outcome.signal
-        progress.history.append(Attempt(status, error, outcome.floor, wait, signal))
+        progress.history.append(new_attempt(status, error, outcome.floor, wait, signal))
         controller.note_retry(request, attempt, policy.max_attempts, wait, status, error, signal)
         return self._to_sleep(wait)
 
@@ -431,11 +431,10 @@ class RetryCall:
         progress = self._state()
         floor = outcome.floor
         signal = outcome.signal if floor is not None else None
-        progress.history.append(Attempt(outcome.status, outcome.error, floor, 0.0, signal))
+        progress.history.append(new_attempt(outcome.status, outcome.error, floor, 0.0, signal))
         history = tuple(progress.history)
-        info = RetryInfo(
-            len(history), len(history) - 1, history, progress.total_wait, reason, progress.body
-        )
+        info = new_retry_info(len(history), len(history) - 1, history, progress.total_wait,
+                              reason, progress.body)
         if isinstance(result, BaseException):
             note = None
             if failed_retryable:
@@ -458,7 +457,8 @@ class RetryCall:
 def plain_first(controller: Controller, request: Request) -> bool:
     """Whether ``request``'s first attempt goes as it is, the guards' plain tickets given:
     the transport's own policy (no override, no testing mode), nothing to add to the request
-    (``simple``), and every guard quiet. Counts the request when so."""
+    (``simple``), and every guard quiet, or plain for this request. Counts the request
+    when so."""
     if (
         not controller.simple
         or _testing.active is not None
@@ -466,7 +466,7 @@ def plain_first(controller: Controller, request: Request) -> bool:
     ):
         return False
     for guard in controller.watched:
-        if not guard.quiet:
+        if not guard.quiet and not guard.plain_for(request):
             return False
     next(controller.request_counter)
     return True

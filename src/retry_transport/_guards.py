@@ -121,6 +121,11 @@ class Guard(Protocol):
         the core then gives the first attempt ``plain`` without asking (read without a
         lock). A class attribute ``quiet = True`` says it always is."""
 
+    def plain_for(self, request: Request) -> bool:
+        """While not :attr:`quiet`: whether ``request``'s first attempt would still only be
+        given :attr:`plain` (a cheap look; False when unsure). The drivers then send it
+        without a call, as when the guard is quiet."""
+
     @property
     def plain(self) -> object:
         """The ticket of a first attempt while :attr:`quiet` (``None``: no ticket)."""
@@ -179,6 +184,9 @@ class BreakerGuard:
     def quiet(self) -> bool:
         """Every origin's breaker is closed: every request is let through."""
         return self.breaker.unclosed == 0
+
+    def plain_for(self, request: Request) -> bool:
+        return False  # an origin is not worked out for this: the breaker is asked
 
     def admit(self, call: CallView, carried: object) -> object:
         """The ticket is the half-open period the attempt probes (0: no probe), or ``None``
@@ -256,6 +264,9 @@ class BudgetGuard:
         self.budget = budget
         # A success at once puts back success_refund: counted, folded in at the next read.
         self.tally = budget._tally
+
+    def plain_for(self, request: Request) -> bool:
+        return True
 
     def admit(self, call: CallView, carried: object) -> object:
         return _REFUND if carried is FIRST else carried

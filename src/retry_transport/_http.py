@@ -187,10 +187,11 @@ def scan(response: Response, verdict: str | None) -> dict[str, str] | None:
     """The response's signal headers by lower-case name, in one pass over the raw headers:
     the rate-limit ones, ``Retry-After``, ``retry-after-ms`` and ``verdict`` (the policy's
     ``should_retry_header``, or ``None``); ``None`` when it has none."""
-    name = None if verdict is None else encoded(verdict)
+    name = None if verdict is None else _ENCODED.get(verdict) or encoded(verdict)
     found: dict[str, str] | None = None
     plain = PLAIN
-    for _, key, value in items(response):
+    headers = getattr(response.headers, "_list", None)  # what items() reads, unless odd
+    for _, key, value in headers if type(headers) is list else items(response):
         if key in plain and key != name:
             continue
         if key == name or not plain_name(key):

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Attempt", "RetryEvent", "RetryInfo", "RetryStats", "StopReason"]
+__all__ = ["Attempt", "RetryEvent", "RetryInfo", "RetryStats", "StopReason", "new_attempt",
+           "new_retry_info"]
 
 
 class StopReason(str, enum.Enum):
@@ -156,3 +157,49 @@ class RetryStats:
     gave_up: Mapping[StopReason, int]
     budget_tokens: float | None
     retry_rate: float
+
+
+# -- quick construction ------------------------------------------------------------------------
+#
+# A frozen dataclass's __init__ sets each field through object.__setattr__, several times
+# dearer than a plain store; a retried request builds one Attempt per attempt and a
+# RetryInfo, and that was most of what deciding a retry cost. The core builds them here
+# instead: the fields are stored on an unfrozen twin with the very same slots, which then
+# becomes the frozen class (a __class__ assignment, allowed between classes of one layout).
+# The result is indistinguishable from the constructor's (tests check it field by field).
+
+
+class _AttemptDraft:
+    __slots__ = Attempt.__slots__
+
+
+class _RetryInfoDraft:
+    __slots__ = RetryInfo.__slots__
+
+
+def new_attempt(status: int | None, error: str | None, retry_after: float | None, wait: float,
+            signal: str | None) -> Attempt:
+    """``Attempt(status, error, retry_after, wait, signal)``, built quickly."""
+    draft = _AttemptDraft()
+    draft.status = status  # type: ignore[attr-defined]
+    draft.error = error  # type: ignore[attr-defined]
+    draft.retry_after = retry_after  # type: ignore[attr-defined]
+    draft.wait = wait  # type: ignore[attr-defined]
+    draft.signal = signal  # type: ignore[attr-defined]
+    draft.__class__ = Attempt  # type: ignore[assignment]
+    return draft  # type: ignore[return-value]
+
+
+def new_retry_info(attempts: int, retries: int, history: tuple[Attempt, ...], total_wait: float,
+               stop_reason: StopReason, body_buffered: bool | None) -> RetryInfo:
+    """``RetryInfo(attempts, retries, history, total_wait, stop_reason, body_buffered)``,
+    built quickly."""
+    draft = _RetryInfoDraft()
+    draft.attempts = attempts  # type: ignore[attr-defined]
+    draft.retries = retries  # type: ignore[attr-defined]
+    draft.history = history  # type: ignore[attr-defined]
+    draft.total_wait = total_wait  # type: ignore[attr-defined]
+    draft.stop_reason = stop_reason  # type: ignore[attr-defined]
+    draft.body_buffered = body_buffered  # type: ignore[attr-defined]
+    draft.__class__ = RetryInfo  # type: ignore[assignment]
+    return draft  # type: ignore[return-value]

@@ -155,6 +155,23 @@ def final(status: int) -> Outcome:
                    stop=SUCCESS if status < 400 else NOT_RETRYABLE)
 
 
+#: The outcomes of responses that carry no signal, by (status, retryable): they depend on
+#: nothing else, and no one writes to an Outcome, so one serves them all. Bounded by the
+#: statuses there are (100 to 999), twice.
+_BARE: dict[tuple[int, bool], Outcome] = {}
+
+
+def _bare(status: int, retryable: bool) -> Outcome:
+    outcome = _BARE.get((status, retryable))
+    if outcome is None:
+        if retryable:
+            outcome = Outcome(status, None, True)
+        else:
+            outcome = final(status)
+        _BARE[(status, retryable)] = outcome
+    return outcome
+
+
 def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: bool) -> bool:
     """Whether a first attempt's response is final without a closer look (the quick path):
     a status outside ``retry_statuses``, and no header that could change that (the server's
@@ -185,8 +202,11 @@ def classify_response(response: Response, status: int, policy: RetryPolicy, *,
     whether the outcome is retryable at all.
     """
     verdict_name = policy.should_retry_header if status >= 400 else None
-    signals = scan(response, verdict_name) or {}
+    found = scan(response, verdict_name)
     retryable = status in policy.retry_statuses
+    if found is None and 100 <= status <= 999:
+        return _bare(status, retryable)  # no signal: the status says it all
+    signals = found or {}
     verdict = None
     if verdict_name is not None:
         value = signals.get(verdict_name.lower())
