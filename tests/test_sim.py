@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import io
 import itertools
 import math
 import random
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -622,6 +624,116 @@ def test_command_prints_the_outage_table(
     assert f"of its requests: {100 * breaker.outage_load:.2f}%, NOT met;" in summary
     delay = max(breaker.first_success_delay, breaker.recovery_time)
     assert f"recovery <= max_break_duration (60 s): {delay:.2f} s, met." in summary
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+_PROGRESS_ARGS = ["--runs", "25", "--compare-runs", "5", "--no-outage", "--no-rate-limit"]
+_PROGRESS_ARGS.append("--no-fleet")
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Storm jobs cut into chunks of 10 runs (not 100): _PROGRESS_ARGS's 25 runs of step 4
+    are three chunks, so the progress line has something to count."""
+    import retry_transport.sim._dist as dist
+
+    monkeypatch.setattr(dist, "_CHUNK", 10)
+
+
+def _frames(written: str) -> list[str]:
+    """What a terminal showed, line after line: each ``\\r`` redraws the line."""
+    assert "\n" not in written  # the line is redrawn in place, never a new one
+    return [frame.rstrip() for frame in written.split("\r")]
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_command_shows_its_progress_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import retry_transport.sim._dist as dist
+
+    ticks = itertools.count()
+    monkeypatch.setattr(dist, "_clock", lambda: float(next(ticks)))  # a second per look
+    monkeypatch.setenv("COLUMNS", "100")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main([*_PROGRESS_ARGS, "--workers", "1"]) == 0
+    assert capsys.readouterr().out.startswith("The retry-storm table, measured")
+    written = terminal.getvalue()
+    # One process: each job's chunks in turn (10, 10 and 5 runs of step 4, then 5 runs of
+    # each other policy); the share counts runs (45 in all).
+    assert _frames(written) == [
+        "",
+        "    0%  step 4: 0/25 runs",
+        "   22%  step 4: 10/25 runs",
+        "   44%  step 4: 20/25 runs",
+        "   55%  equal jitter, max 5: 0/5 runs",
+        "   66%  decorrelated jitter, max 5: 0/5 runs",
+        "   77%  RetryPolicy() defaults, no budget: 0/5 runs",
+        "   88%  RetryPolicy() defaults + RetryBudget(): 0/5 runs",
+        "",
+        "",
+    ]
+    # Each frame covers the one before, and the last one wipes the line.
+    frames = written.split("\r")[1:]
+    assert all(len(b) >= len(a.rstrip()) for a, b in itertools.pairwise(frames))
+    assert frames[-2] == " " * len(frames[-3]) and frames[-1] == ""
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_command_progress_is_drawn_at_most_ten_times_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import retry_transport.sim._dist as dist
+
+    monkeypatch.setattr(dist, "_clock", lambda: 100.0)  # no time passes: one frame only
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main([*_PROGRESS_ARGS, "--workers", "1"]) == 0
+    assert _frames(terminal.getvalue()) == ["", "    0%  step 4: 0/25 runs", "", ""]
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_command_progress_with_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import retry_transport.sim._dist as dist
+
+    ticks = itertools.count()
+    monkeypatch.setattr(dist, "_clock", lambda: float(next(ticks)))
+    monkeypatch.setenv("COLUMNS", "100")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main([*_PROGRESS_ARGS, "--workers", "2"]) == 0
+    frames = _frames(terminal.getvalue())
+    assert frames[0] == "" and frames[-2:] == ["", ""]
+    shown = frames[1:-2]
+    # Two workers: the line names the jobs under way (two at most), and the share grows.
+    pattern = re.compile(r" {2}( {0,2}\d{1,2})%  (.+)")
+    shares = []
+    for frame in shown:
+        found = pattern.fullmatch(frame)
+        assert found is not None, frame
+        shares.append(int(found.group(1)))
+        assert 1 <= len(found.group(2).split(" | ")) <= 2, frame
+    assert shares == sorted(shares) and shares[0] == 0
+    assert any(re.search(r"step 4: \d+/25 runs", frame) for frame in shown)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.usefixtures("small_chunks")
+def test_command_writes_nothing_on_stderr_that_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    stderr = io.StringIO()  # isatty() is False: a file or a pipe
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert main([*_PROGRESS_ARGS, "--workers", workers]) == 0
+    assert capsys.readouterr().out.startswith("The retry-storm table, measured")
+    assert stderr.getvalue() == ""
 
 
 def test_command_runs_your_policy(capsys: pytest.CaptureFixture[str]) -> None:

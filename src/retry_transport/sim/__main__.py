@@ -188,8 +188,8 @@ _OUTAGE_CONFIGS: Final[tuple[tuple[str, dict[str, Any], int], ...]] = (
 
 def _outage_jobs(policy: RetryPolicy) -> list[Job]:
     return [
-        outage_job(weight, policy=policy, **LONG_OUTAGE, **kwargs)
-        for _, kwargs, weight in _OUTAGE_CONFIGS
+        outage_job(weight, f"outage: {label}", policy=policy, **LONG_OUTAGE, **kwargs)
+        for label, kwargs, weight in _OUTAGE_CONFIGS
     ]
 
 
@@ -238,7 +238,10 @@ def _rate_limit_summary(rows: Sequence[tuple[str, RateLimitResult]]) -> str:
 
 def _rate_limit_jobs(policy: RetryPolicy) -> list[Job]:
     policies = [policy.replace(respect_rate_limits=flag) for flag in (True, False)]
-    return [Job(call=(run_rate_limited, {"policy": p}), weight=50) for p in policies]
+    return [
+        Job(call=(run_rate_limited, {"policy": p}), weight=40, label=label)
+        for p, label in zip(policies, ("rate limit: pacing", "rate limit: no pacing"), strict=True)
+    ]
 
 
 def _rate_limit_rows(results: Sequence[Any]) -> list[tuple[str, RateLimitResult]]:
@@ -283,7 +286,11 @@ def _fleet_summary(rows: Sequence[tuple[str, FleetResult]]) -> str:
 
 def _fleet_jobs(policy: RetryPolicy) -> list[Job]:
     return [
-        Job(call=(run_fleet, {"policy": policy, "shared": shared}), weight=150)
+        Job(
+            call=(run_fleet, {"policy": policy, "shared": shared}),
+            weight=100,
+            label="fleet: " + ("MemoryStore()" if shared else "no store"),
+        )
         for shared in (True, False)
     ]
 
@@ -301,7 +308,11 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     compare_runs = min(args.compare_runs, args.runs)
     specs = [step4.spec()] + [StormSpec(c.policy, budget=c.budget) for c in COMPARISONS[1:]]
     runs = [args.runs] + [compare_runs] * (len(specs) - 1)
-    jobs = [Job(spec, n, args.seed) for spec, n in zip(specs, runs, strict=True)]
+    labels = [f"step {step4.number}"] + [c.label for c in COMPARISONS[1:]]
+    jobs = [
+        Job(spec, n, args.seed, label=label)
+        for spec, n, label in zip(specs, runs, labels, strict=True)
+    ]
     if not args.no_outage:
         jobs += _outage_jobs(RetryPolicy())
     if not args.no_rate_limit:
@@ -382,7 +393,7 @@ def _custom(args: argparse.Namespace, out: list[str]) -> _Frames:
         duration=args.duration if args.duration is not None else 2.0,
         budget=RetryBudget if args.budget else None,
     )
-    jobs = [Job(spec, args.runs, args.seed)]
+    jobs = [Job(spec, args.runs, args.seed, label="your policy")]
     if args.outage:
         jobs += _outage_jobs(policy)
     results = run_jobs(jobs, workers=args.workers)

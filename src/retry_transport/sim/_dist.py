@@ -1,4 +1,4 @@
-"""Many seeded storm runs, spread over processes, with an optional progress bar.
+"""Many seeded storm runs, spread over processes, with an optional progress line.
 
 Run ``i`` of a distribution uses seed ``seed + i`` whatever the number of workers or the
 chunking, so results are reproducible on any machine. Each worker runs its chunk in small
@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
@@ -53,7 +55,10 @@ class Job:
         runs: number of storm runs.
         seed: the first run's seed.
         call: for a plain job, a picklable callable and its keyword arguments.
-        weight: the plain job's cost in storm runs, for the progress bar.
+        weight: the plain job's cost in storm runs: plain jobs start longest first, and the
+            progress line's percentage counts it.
+        label: what the progress line calls the job (default: ``"storm"`` for a storm job,
+            the function's name for a plain one).
     """
 
     spec: StormSpec | None = None
@@ -61,6 +66,46 @@ class Job:
     seed: int = 0
     call: tuple[Callable[..., Any], dict[str, Any]] | None = None
     weight: int = 0
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        if self.label:
+            return self.label
+        if self.call is not None:
+            return getattr(self.call[0], "__name__", "job")
+        return "storm"
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    """One piece of a job sent to a worker: a chunk of a storm job's runs, or a plain job."""
+
+    job: int  # the job's index
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    weight: int  # storm runs, or the plain job's weight
+    runs: int  # storm runs in the chunk; 0 for a plain job
+
+
+def _tasks(jobs: Sequence[Job]) -> list[_Task]:
+    """The jobs cut into tasks: plain jobs first, longest first (they are the longest, and
+    must not be the tail of the pool), then the storm jobs' chunks in seed order."""
+    plain = [
+        _Task(index, job.call[0], (), job.call[1], job.weight, 0)
+        for index, job in enumerate(jobs)
+        if job.call is not None
+    ]
+    plain.sort(key=lambda task: -task.weight)  # stable: equal weights keep the jobs' order
+    chunks = [
+        _Task(index, _storm_chunk, (job.spec, first, count), {}, count, count)
+        for index, job in enumerate(jobs)
+        if job.spec is not None
+        for first in range(job.seed, job.seed + job.runs, _CHUNK)
+        for count in [min(_CHUNK, job.seed + job.runs - first)]
+    ]
+    return plain + chunks
 
 
 def _pool(workers: int) -> Executor:
@@ -72,28 +117,91 @@ def _pool(workers: int) -> Executor:
     return ProcessPoolExecutor(workers)
 
 
-class _Progress:
-    def __init__(self, total: int, stream: TextIO | None) -> None:
-        self.total = max(total, 1)
-        self.done = 0
-        self.stream = stream
-        self.shown = -1
+#: The progress line is redrawn at most once per this many seconds.
+PROGRESS_INTERVAL: Final = 0.1
+#: The clock the progress line is paced by.
+_clock: Callable[[], float] = time.monotonic
 
-    def advance(self, amount: int) -> None:
-        self.done += amount
-        if self.stream is None:
+
+class _Progress:
+    """One line on a terminal: the share of the work done, the jobs under way, their runs.
+
+    ``   41%  step 4: 1,200/2,000 runs | outage: RetryBudget()``, redrawn in place (``\\r``)
+    at most every :data:`PROGRESS_INTERVAL` seconds and wiped by :meth:`close`. With no
+    stream it draws nothing.
+    """
+
+    def __init__(self, jobs: Sequence[Job], tasks: Sequence[_Task], stream: TextIO | None):
+        self.jobs = jobs
+        self.stream = stream
+        self.total = max(sum(t.weight for t in tasks), 1)
+        self.done = 0
+        self.runs_done = [0] * len(jobs)
+        self.running: list[int] = []
+        self.width = max(_columns(stream) - 1, 20) if stream is not None else 0
+        self.shown = ""  # the line on the terminal
+        self.drawn_at: float | None = None
+        self.pending = False  # a change not drawn yet (too soon after the last one)
+
+    def line(self) -> str:
+        parts: list[str] = []
+        for index in dict.fromkeys(self.running):  # each job once, in order
+            job = self.jobs[index]
+            if job.spec is not None:
+                parts.append(f"{job.name}: {self.runs_done[index]:,}/{job.runs:,} runs")
+            else:
+                parts.append(job.name)
+        return f"  {self.done * 100 // self.total:3d}%  {' | '.join(parts)}"[: self.width]
+
+    def update(self, running: Sequence[_Task]) -> None:
+        """The tasks now under way: redraw if it is time."""
+        self.running = [task.job for task in running]
+        self.pending = True
+        self.draw()
+
+    def finished(self, task: _Task) -> None:
+        self.done += task.weight
+        self.runs_done[task.job] += task.runs
+        self.pending = True
+
+    def delay(self) -> float | None:
+        """Seconds until an undrawn change may be drawn; ``None`` if there is none."""
+        if self.stream is None or not self.pending:
+            return None
+        if self.drawn_at is None:
+            return 0.0
+        return max(0.0, self.drawn_at + PROGRESS_INTERVAL - _clock())
+
+    def draw(self) -> None:
+        if self.stream is None or not self.pending:
             return
-        percent = min(100, self.done * 100 // self.total)
-        if percent != self.shown:
-            self.shown = percent
-            bar = "#" * (percent * 30 // 100)
-            self.stream.write(f"\rsimulating [{bar:<30}] {percent:3d}%")
-            self.stream.flush()
+        now = _clock()
+        if self.drawn_at is not None and now - self.drawn_at < PROGRESS_INTERVAL:
+            return
+        self.pending = False
+        line = self.line()
+        if line == self.shown:
+            return
+        self.drawn_at = now
+        pad = " " * max(0, len(self.shown) - len(line))
+        self.stream.write(f"\r{line}{pad}")
+        self.stream.flush()
+        self.shown = line
 
     def close(self) -> None:
-        if self.stream is not None:
-            self.stream.write("\r" + " " * 50 + "\r")
+        if self.stream is not None and self.shown:
+            self.stream.write("\r" + " " * len(self.shown) + "\r")
             self.stream.flush()
+            self.shown = ""
+
+
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to (80 if it cannot be told)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # not a real terminal's file
+        columns = shutil.get_terminal_size().columns
+    return columns if columns > 0 else 80  # a terminal that does not say
 
 
 def _cpus() -> int:
@@ -104,7 +212,8 @@ def _cpus() -> int:
 
 
 def _default_progress() -> TextIO | None:
-    return sys.stderr if sys.stderr is not None and sys.stderr.isatty() else None
+    stream = sys.stderr
+    return stream if stream is not None and stream.isatty() else None
 
 
 def run_jobs(
@@ -113,50 +222,59 @@ def run_jobs(
     """Run ``jobs``; a storm job gives a list of ``(attempts, succeeded, recovered_at)``.
 
     ``workers``: processes to use (default: the CPU count; 1 runs everything here).
-    ``progress``: draw a bar on stderr (default: only when stderr is a terminal).
+    ``progress``: a progress line on stderr (default: only when stderr is a terminal).
     """
     stream = _default_progress() if progress is None else (sys.stderr if progress else None)
-    tasks: list[tuple[int, Callable[..., Any], tuple[Any, ...], dict[str, Any], int]] = []
-    # Plain jobs first: they are the longest, and must not be the tail of the pool.
-    for index, job in enumerate(jobs):
-        if job.call is not None:
-            fn, kwargs = job.call
-            tasks.append((index, fn, (), kwargs, job.weight))
-    for index, job in enumerate(jobs):
-        if job.spec is not None:
-            for first in range(job.seed, job.seed + job.runs, _CHUNK):
-                count = min(_CHUNK, job.seed + job.runs - first)
-                tasks.append((index, _storm_chunk, (job.spec, first, count), {}, count))
-    bar = _Progress(sum(t[4] for t in tasks), stream)
-    results: list[Any] = [[] if job.spec is not None else None for job in jobs]
+    tasks = _tasks(jobs)
+    bar = _Progress(jobs, tasks, stream)
+    outputs: list[Any] = [None] * len(tasks)
     workers = workers if workers is not None else _cpus()
     try:
         if workers <= 1 or len(tasks) <= 1:
-            for index, fn, args, kwargs, weight in tasks:
-                _collect(results, jobs, index, fn(*args, **kwargs))
-                bar.advance(weight)
+            for order, task in enumerate(tasks):
+                bar.update([task])
+                outputs[order] = task.fn(*task.args, **task.kwargs)
+                bar.finished(task)
         else:
-            with _pool(min(workers, len(tasks))) as pool:
-                futures: list[tuple[int, Future[Any], int]] = [
-                    (index, pool.submit(fn, *args, **kwargs), weight)
-                    for index, fn, args, kwargs, weight in tasks
-                ]
-                weights = {future: weight for _, future, weight in futures}
-                for future in as_completed(weights):
-                    bar.advance(weights[future])
-                # Collected in submission order: a distribution's rows stay in seed order.
-                for index, future, _ in futures:
-                    _collect(results, jobs, index, future.result())
+            _run_pool(tasks, min(workers, len(tasks)), outputs, bar)
     finally:
         bar.close()
+    results: list[Any] = [[] if job.spec is not None else None for job in jobs]
+    # In task order: a storm job's chunks, so its rows, stay in seed order.
+    for task, output in zip(tasks, outputs, strict=True):
+        if jobs[task.job].spec is not None:
+            results[task.job].extend(output)
+        else:
+            results[task.job] = output
     return results
 
 
-def _collect(results: list[Any], jobs: Sequence[Job], index: int, value: Any) -> None:
-    if jobs[index].spec is not None:
-        results[index].extend(value)
-    else:
-        results[index] = value
+def _run_pool(tasks: Sequence[_Task], workers: int, outputs: list[Any], bar: _Progress) -> None:
+    """Run ``tasks`` on ``workers`` processes, in order, each as soon as a worker is free.
+
+    One task more than there are workers is handed over at a time (the pool's queue keeps a
+    worker from waiting for the next one), so the oldest ``workers`` of those are the ones
+    running, which the progress line shows.
+    """
+    queue = iter(enumerate(tasks))
+    with _pool(workers) as pool:
+        in_flight: dict[Future[Any], tuple[int, _Task]] = {}
+
+        def hand_over() -> None:
+            for order, task in queue:
+                in_flight[pool.submit(task.fn, *task.args, **task.kwargs)] = (order, task)
+                if len(in_flight) > workers:
+                    return
+
+        hand_over()
+        while in_flight:
+            bar.update([task for _, task in list(in_flight.values())[:workers]])
+            done, _ = wait(in_flight, timeout=bar.delay(), return_when=FIRST_COMPLETED)
+            for future in done:
+                order, task = in_flight.pop(future)
+                outputs[order] = future.result()
+                bar.finished(task)
+            hand_over()
 
 
 def stats_from_rows(spec: StormSpec, seed: int, rows: Sequence[_Row]) -> StormStats:
@@ -190,7 +308,7 @@ def storm_stats(
     The scenario arguments are those of :func:`run_storm`. ``workers`` processes share the
     runs (default: the CPU count; the result does not depend on it); ``budget`` must then be
     picklable (a class such as ``RetryBudget`` or a ``functools.partial``, not a lambda).
-    ``progress`` draws a bar on stderr (default: only when stderr is a terminal).
+    ``progress`` draws a progress line on stderr (default: only when stderr is a terminal).
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs!r}")
@@ -206,8 +324,8 @@ def storm_stats(
     return stats_from_rows(spec, seed, rows)
 
 
-def outage_job(weight: int = 800, **kwargs: Any) -> Job:
+def outage_job(weight: int = 800, label: str = "outage", **kwargs: Any) -> Job:
     """A :class:`Job` running :func:`run_outage` with ``kwargs``."""
     from ._outage import run_outage
 
-    return Job(call=(run_outage, kwargs), weight=weight)
+    return Job(call=(run_outage, kwargs), weight=weight, label=label)
