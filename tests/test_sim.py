@@ -1,8 +1,11 @@
 """The storm simulator: the published retry-storm figures, reproduced through the real transport.
 
 Every scenario runs in trio's virtual time, so nothing here sleeps. Most tests take well
-under a second of CPU; the distributions, the long outage with a breaker at 100 requests/s
-and the command's outage table a few seconds each; the 20,000-run median the longest.
+under a second; the long outage with a breaker at 100 requests/s a second or two. The
+20,000-run step-4 distribution is the longest: it is run once (a module fixture) for the tests
+of its shape and of its median, spread over every core by the simulator's worker processes.
+The command's rate-limited, fleet and outage rows, which several tests compare against, are
+run once too (the results are frozen).
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from retry_transport.sim import (
     REPRESENTATIVE_PATTERN,
     REPRESENTATIVE_SEED,
     STEPS,
+    FleetResult,
     OutageResult,
+    RateLimitResult,
     Reply,
     StormResult,
+    StormStats,
     find_seed,
     run_fleet,
     run_outage,
@@ -98,11 +104,34 @@ def test_representative_seed_is_the_first_match() -> None:
     assert find_seed(STEP4.policy) == REPRESENTATIVE_SEED
 
 
-def test_full_jitter_distribution_has_the_known_shape() -> None:
+@pytest.fixture(scope="module")
+def full_jitter_20000() -> StormStats:
+    """Step 4 over seeds 0-19,999: the published figure's sample size, run once for the tests
+    below, over every core (the sim's worker processes; the rows do not depend on how
+    many there are)."""
+    return storm_stats(STEP4.policy, runs=20_000, seed=0, progress=False)
+
+
+def _first_runs(stats: StormStats, runs: int) -> StormStats:
+    """The distribution of ``stats``'s first ``runs`` runs: what ``storm_stats`` gives for
+    ``runs=runs`` and the same seed, run ``i`` having seed ``seed + i`` either way."""
+    return dataclasses.replace(
+        stats,
+        runs=runs,
+        attempts=stats.attempts[:runs],
+        succeeded=stats.succeeded[:runs],
+        recovered_at=stats.recovered_at[:runs],
+    )
+
+
+def test_full_jitter_distribution_has_the_known_shape(full_jitter_20000: StormStats) -> None:
     # Known shape (an independent model, and 200,000 runs of this one): 18 attempts in
     # ~40% of runs, a second cluster at 23-24 (~37%), mean ~20.8 (sd ~2.9), all six succeed
     # in ~99.7%, all succeed by 0.75 s in ~51%. Bounds: 3 standard errors for 1,000 runs.
-    stats = storm_stats(STEP4.policy, runs=1000, seed=0, progress=False)
+    stats = _first_runs(full_jitter_20000, 1000)  # seeds 0-999
+    first = [run_storm(STEP4.policy, seed=s) for s in (0, 1, 2)]
+    assert stats.attempts[:3] == tuple(r.attempts for r in first)
+    assert stats.recovered_at[:3] == tuple(r.recovered_at for r in first)
     histogram = stats.histogram()
     share = {k: v / stats.runs for k, v in histogram.items()}
     assert 0.353 <= share[18] <= 0.447
@@ -118,11 +147,12 @@ def test_full_jitter_distribution_has_the_known_shape() -> None:
     assert max(stats.attempts) <= 30  # 6 clients x max_attempts
 
 
-def test_full_jitter_median_over_the_seeds_20000_runs() -> None:
+def test_full_jitter_median_over_the_seeds_20000_runs(full_jitter_20000: StormStats) -> None:
     """The published figure's sample size. P(attempts <= 19) is about 0.50 (0.502 over
     200,000 runs of the independent model), so the median is 19 or 20; over 20,000 runs the
     share is within 3 standard errors (0.0035) of 0.502."""
-    stats = storm_stats(STEP4.policy, runs=20_000, seed=0, progress=False)
+    stats = full_jitter_20000
+    assert (stats.runs, stats.seed, len(stats.attempts)) == (20_000, 0, 20_000)
     at_most_19 = sum(1 for a in stats.attempts if a <= 19) / stats.runs
     assert abs(at_most_19 - 0.502) <= 3 * math.sqrt(0.25 / stats.runs)
     assert stats.attempts_summary.median in (19, 20)
@@ -364,10 +394,18 @@ def test_the_breaker_trades_load_for_failed_fast_requests() -> None:
 UNPACED = RetryPolicy(respect_rate_limits=False)
 
 
-def test_pacing_turns_429s_into_waits_with_the_same_goodput() -> None:
+@pytest.fixture(scope="module")
+def rate_limited() -> dict[bool, RateLimitResult]:
+    """The rate-limited API with its defaults (seed 0), paced (True) and not (False): the
+    command's two rows. Run once for the tests that read them (the results are frozen)."""
+    return {True: run_rate_limited(seed=0), False: run_rate_limited(UNPACED, seed=0)}
+
+
+def test_pacing_turns_429s_into_waits_with_the_same_goodput(
+    rate_limited: dict[bool, RateLimitResult],
+) -> None:
     # 3 callers back to back (~30 requests/s) against 10 per 1 s window, for 30 windows.
-    paced = run_rate_limited(seed=0)
-    unpaced = run_rate_limited(UNPACED, seed=0)
+    paced, unpaced = rate_limited[True], rate_limited[False]
     assert paced.paced and not unpaced.paced
     assert len(paced.completed_per_window) == len(paced.rejected_per_window) == 30
     # Only the attempts in flight when the quota ran out meet a 429: at most callers - 1.
@@ -435,7 +473,14 @@ def test_rate_limited_rejects_a_bad_scenario() -> None:
 # -- a fleet sharing cooldowns -------------------------------------------------------------
 
 
-def test_a_shared_store_cuts_the_fleets_429s() -> None:
+@pytest.fixture(scope="module")
+def fleet() -> dict[bool, FleetResult]:
+    """The fleet with its defaults (seed 0), with a shared store (True) and without (False):
+    the command's two rows. Run once for the tests that read them (the results are frozen)."""
+    return {shared: run_fleet(shared=shared, seed=0) for shared in (True, False)}
+
+
+def test_a_shared_store_cuts_the_fleets_429s(fleet: dict[bool, FleetResult]) -> None:
     """8 workers, each with its own transport, against 50 requests per 10 s window, 30 windows.
 
     Alone, each worker keeps sending until it meets the spent quota itself, then is quiet until
@@ -449,8 +494,7 @@ def test_a_shared_store_cuts_the_fleets_429s() -> None:
     per window expected, 61.5 in 30 windows (a standard deviation of about 5), against the
     80 (8 / 3 per window) asserted. Measured: 52.
     """
-    shared = run_fleet(shared=True, seed=0)
-    alone = run_fleet(shared=False, seed=0)
+    shared, alone = fleet[True], fleet[False]
     assert shared.shared and not alone.shared
     assert shared.workers == alone.workers == 8
     windows = 30
@@ -536,18 +580,20 @@ def test_command_prints_the_storm_table(capsys: pytest.CaptureFixture[str]) -> N
     assert "decorrelated jitter" in out
 
 
-def test_command_prints_the_rate_limit_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_prints_the_rate_limit_table(
+    capsys: pytest.CaptureFixture[str], rate_limited: dict[bool, RateLimitResult]
+) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage", "--no-fleet"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "Rate-limited API: 3 callers" in out and "3x the quota" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("respect_rate_limits"))
-    for line, policy in zip(lines[header + 1 : header + 3], (None, UNPACED), strict=True):
-        result = run_rate_limited(policy)
+    for line, paced in zip(lines[header + 1 : header + 3], (True, False), strict=True):
+        result = rate_limited[paced]
         row = line.split()
-        assert row[0] == ("True" if policy is None else "False")
-        cells = row[2:] if policy is None else row[1:]  # "True (pacing)" is two words
+        assert row[0] == str(paced)
+        cells = row[2:] if paced else row[1:]  # "True (pacing)" is two words
         assert cells[0] == f"{result.rejected:,}"
         assert cells[3] == f"{result.goodput.mean:.1f}"
         assert cells[5] == f"{result.completed:,}" and cells[6] == f"{result.failed:,}"
@@ -557,7 +603,9 @@ def test_command_prints_the_rate_limit_table(capsys: pytest.CaptureFixture[str])
     assert "Rate-limited API" not in capsys.readouterr().out
 
 
-def test_command_prints_the_fleet_table(capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_prints_the_fleet_table(
+    capsys: pytest.CaptureFixture[str], fleet: dict[bool, FleetResult]
+) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
     assert main([*args, "--no-rate-limit"]) == 0
     out = capsys.readouterr().out
@@ -565,7 +613,7 @@ def test_command_prints_the_fleet_table(capsys: pytest.CaptureFixture[str]) -> N
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("store  "))
     for line, shared in zip(lines[header + 1 : header + 3], (True, False), strict=True):
-        result = run_fleet(shared=shared)
+        result = fleet[shared]
         row = line.split()
         assert row[0] == ("MemoryStore()" if shared else "none")
         assert row[1] == f"{result.rejected:,}"
@@ -580,10 +628,25 @@ def test_command_prints_the_fleet_table(capsys: pytest.CaptureFixture[str]) -> N
 
 
 SMALL_OUTAGE: dict[str, Any] = {"duration": 60.0, "outage": (0.0, 30.0), "rate": 20.0}
+#: The command's outage rows: label, run_outage keyword arguments.
+OUTAGE_CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    ("no budget, no breaker", {"budget": None}),
+    ("RetryBudget()", {}),
+    ("RetryBudget() + CircuitBreaker()", {"breaker": CircuitBreaker}),
+]
+
+
+@pytest.fixture(scope="module")
+def small_outages() -> list[OutageResult]:
+    """The command's three outage configurations in SMALL_OUTAGE, in its order. Run once for
+    the tests that read them (the results are frozen)."""
+    return [run_outage(**SMALL_OUTAGE, **kwargs) for _, kwargs in OUTAGE_CONFIGS]
 
 
 def test_command_prints_the_outage_table(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    small_outages: list[OutageResult],
 ) -> None:
     import retry_transport.sim.__main__ as command
 
@@ -595,13 +658,8 @@ def test_command_prints_the_outage_table(
     assert "Sustained outage: Poisson arrivals, 20 requests/s for 60 s" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("configuration"))
-    configs: list[tuple[str, dict[str, Any]]] = [
-        ("no budget, no breaker", {"budget": None}),
-        ("RetryBudget()", {}),
-        ("RetryBudget() + CircuitBreaker()", {"breaker": CircuitBreaker}),
-    ]
-    results = [run_outage(**SMALL_OUTAGE, **kwargs) for _, kwargs in configs]
-    for line, (label, _), result in zip(lines[header + 1 :], configs, results, strict=False):
+    results = small_outages
+    for line, (label, _), result in zip(lines[header + 1 :], OUTAGE_CONFIGS, results, strict=False):
         assert line.startswith(label + "  ")
         cells = line[len(label) :].split()
         assert cells[:2] + cells[3:5] == [
@@ -800,14 +858,13 @@ def test_plot_draws_a_file(tmp_path: Path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_draws_the_outage_panels(tmp_path: Path) -> None:
+def test_plot_draws_the_outage_panels(
+    tmp_path: Path, small_outages: list[OutageResult]
+) -> None:
     pytest.importorskip("matplotlib")
     from retry_transport.sim import plot_runs
 
-    rows = [
-        ("no budget, no breaker", run_outage(budget=None, **SMALL_OUTAGE)),
-        ("budget + breaker", run_outage(breaker=CircuitBreaker, **SMALL_OUTAGE)),
-    ]
+    rows = [("no budget, no breaker", small_outages[0]), ("budget + breaker", small_outages[2])]
     path = tmp_path / "frames.png"
     plot_runs([("step 1", _run(0))], str(path), outage=rows)
     with_outage = path.read_bytes()
@@ -816,8 +873,8 @@ def test_plot_draws_the_outage_panels(tmp_path: Path) -> None:
     assert len(path.read_bytes()) < len(with_outage)
 
 
-def test_outage_counts_per_second_add_up() -> None:
-    result = run_outage(breaker=CircuitBreaker, **SMALL_OUTAGE)
+def test_outage_counts_per_second_add_up(small_outages: list[OutageResult]) -> None:
+    result = small_outages[2]  # budget + breaker
     assert sum(result.attempts_per_second) == result.attempts
     assert sum(result.failed_per_second) == result.failed
     assert sum(result.attempts_per_second[:30]) == result.attempts_in_outage
