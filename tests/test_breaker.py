@@ -684,3 +684,108 @@ def test_one_breaker_shared_by_an_httpx_and_an_httpx2_transport() -> None:
         assert b.state(url) == "closed"
         assert c1.get(url).status_code == 200
     assert calls == ["httpx", "httpx2", "httpx2", "httpx"]
+
+
+# -- successes counted without the lock -------------------------------------------------------
+
+
+class CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def __enter__(self) -> bool:
+        self.taken += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
+
+
+def test_successes_in_the_current_bucket_take_no_lock() -> None:
+    clock = FakeClock()
+    b = breaker(clock)
+    b.record(A, False)  # the origin's first outcome makes its entry, under the lock
+    lock = CountingLock()
+    b._lock = lock  # type: ignore[assignment]
+    for _ in range(1000):
+        assert b.record(A, False) == []
+    assert lock.taken == 0
+    clock.now += b.window / 10  # the next bucket: the first success there takes the lock
+    b.record(A, False)
+    b.record(A, False)
+    assert lock.taken == 1
+
+
+def test_lock_free_successes_count_in_the_ratio() -> None:
+    """1,000 successes counted without the lock, then failures: it opens at 1,000 failures
+    (1,000 of 2,000 is the ratio of 0.5), not before."""
+    clock = FakeClock()
+    b = breaker(clock, min_requests=20)
+    assert feed(b, 0, 1000) == []
+    assert feed(b, 999) == []
+    assert b.state(A) == "closed"
+    assert feed(b, 1) == ["breaker_open"]
+
+
+def test_lock_free_successes_leave_the_window_with_their_bucket() -> None:
+    """Successes counted without the lock belong to the bucket they were counted in: once
+    it leaves the window, four failures alone open the breaker."""
+    clock = FakeClock()
+    b = breaker(clock)
+    feed(b, 0, 500)
+    clock.now += b.window + b.window / 10
+    assert feed(b, 4) == ["breaker_open"]
+
+
+def test_no_success_is_counted_without_the_lock_while_one_could_open_it() -> None:
+    """With failures in a window short of min_requests, the success that fills it may open
+    the breaker: that one must be decided under the lock."""
+    clock = FakeClock()
+    b = breaker(clock, min_requests=4, failure_ratio=0.5)
+    feed(b, 2, 1)  # 3 outcomes, 2 failures: one more success makes 2 of 4
+    assert feed(b, 0, 1) == ["breaker_open"]
+
+
+def test_successes_from_many_threads_are_all_counted() -> None:
+    import threading
+
+    clock = FakeClock()
+    b = breaker(clock, min_requests=20)
+    b.record(A, False)
+
+    def succeed() -> None:
+        for _ in range(2500):
+            b.record(A, False)
+
+    threads = [threading.Thread(target=succeed) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # 10,001 successes: 10,000 failures keep the ratio just below 0.5, one more reaches it
+    # (a success lost between threads would make it open one failure early).
+    assert feed(b, 10_000) == []
+    assert feed(b, 1) == ["breaker_open"]
+
+
+def test_a_closed_breaker_keeps_no_memory_per_success() -> None:
+    import tracemalloc
+
+    clock = FakeClock()
+    b = breaker(clock)
+    feed(b, 0, 100)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        feed(b, 0, 10_000)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = [stat for stat in after.compare_to(before, "filename")
+             if stat.traceback[0].filename.endswith("_breaker.py") and stat.size_diff > 0]
+    assert grown == []

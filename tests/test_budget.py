@@ -241,3 +241,43 @@ def test_budget_shared_by_sync_and_async_transports_under_load() -> None:
     total = sync_t.stats.retries + async_t.stats.retries
     assert total == 1000
     assert budget.tokens == 0
+
+
+def test_refunds_counted_without_a_lock_are_all_applied() -> None:
+    """Successes at once put their refund back through a lock-free count folded in at the
+    next read: from 8 threads, 4,000 successes refill an emptied bucket of 10,000 by 4,000
+    exactly, and a retry reads the bucket with them folded in."""
+    budget = rt.RetryBudget(capacity=10_000, retry_cost=5, timeout_retry_cost=5)
+    while budget.acquire() is not None:
+        pass
+    assert budget.tokens == 0
+    transport = rt.RetryTransport(httpx.MockTransport(lambda request: httpx.Response(200)),
+                                  budget=budget)
+    request = httpx.Request("GET", "https://api.example.com/")
+
+    def worker() -> None:
+        for _ in range(500):
+            transport.handle_request(request)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert budget.acquire() == 5  # the refunds are there before a retry is paid for
+    assert budget.tokens == 4_000 - 5
+    assert "tokens=3995" in repr(budget)
+
+
+def test_late_refunds_clip_at_capacity_as_immediate_ones_would() -> None:
+    budget = rt.RetryBudget(capacity=10, retry_cost=5, success_refund=1)
+    assert budget.acquire() == 5
+    tally = budget._tally
+    assert tally is not None
+    for _ in range(3):
+        tally()
+    assert budget.tokens == 8
+    for _ in range(100):
+        tally()
+    assert budget.tokens == 10  # never above capacity
+    assert budget.acquire() == 5 and budget.tokens == 5

@@ -285,3 +285,43 @@ def test_cooldown_error_pickles() -> None:
                              request=httpx.Request("GET", "https://a/"))
     for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
         assert (str(clone), clone.origin, clone.remaining) == ("quiet", "https://a:443", 3.0)
+
+
+@pytest.mark.parametrize(
+    ("cooling", "other"),
+    [
+        ("https://a.example.com/items", "http://a.example.com/items"),  # same host, other port
+        ("https://a.example.com/items", "https://a.example.com:8443/items"),
+        ("http://[::1]:8080/x", "http://[::1]:8081/x"),
+    ],
+)
+def test_another_origin_of_a_cooling_host_is_not_held(harness: Harness, cooling: str,
+                                                      other: str) -> None:
+    """Requests skip the table when their host has no cooldown; one of a cooling host is
+    looked up by its whole origin: another port of the same host is not held, the cooling
+    origin itself is."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1,
+                                  jitter="none", base_delay=0.25)
+    harness.send(transport, url=cooling)
+    assert harness.send(transport, url=other).status_code == 200
+    assert harness.send(transport, url=B).status_code == 200
+    assert harness.waits == []
+    assert harness.send(transport, url=cooling).status_code == 200
+    assert harness.waits == [5.25]
+
+
+def test_a_cooling_host_not_spelt_in_ascii_still_holds_its_requests(harness: Harness) -> None:
+    """An internationalised host is spelt one way in the origin and another (IDNA) in the
+    URL: while it cools, every request goes through the table, and it is held."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(503, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), max_attempts=1,
+                                  jitter="none", base_delay=0.25)
+    idna = "https://bücher.example/items"
+    harness.send(transport, url=idna)
+    assert harness.send(transport, url=B).status_code == 200
+    assert harness.waits == []
+    assert harness.send(transport, url="https://xn--bcher-kva.example/items").status_code == 200
+    assert harness.waits == [5.25]  # the same origin, spelt as the URL parses it

@@ -4,8 +4,12 @@ benchmarks/overhead.py measures the cost of the layer; these tests pin down, thr
 public API, the reasons it is cheap, so that a change that quietly gives one up fails here
 rather than only showing up as a slower benchmark:
 
-* a first-attempt success reads nothing of the response but its status (no header lookup,
-  no body, no Retry-After parsing) and hands the inner transport's response object over;
+* a first-attempt success reads nothing of the response but its status and its header
+  names (no value decoded, no body, no Retry-After parsing; each name searched for
+  ``ratelimit`` once per process, then looked up) and hands the inner transport's response
+  object over;
+* a closed circuit breaker counts a success in the current bucket without its lock and
+  without keeping memory for it, and a request's origin is spelt out once;
 * every first-attempt success (and every first-attempt final failure) of one transport
   shares one cached ``RetryInfo`` per status instead of building a new one;
 * without a deadline the inner transport gets the caller's request object itself: no copy,
@@ -155,6 +159,117 @@ def test_the_recorder_sees_header_reads_on_the_retry_path() -> None:
     transport = rt.RetryTransport(inner, sleep=no_sleep)
     transport.handle_request(httpx.Request("GET", URL))
     assert "headers" in seen
+
+
+class Name(bytes):
+    """A header name that counts the searches made in it (``b"ratelimit" in name``)."""
+
+    searched = 0
+
+    def __contains__(self, part: object) -> bool:
+        Name.searched += 1
+        return super().__contains__(part)  # type: ignore[operator]
+
+
+class Value(bytes):
+    """A header value that counts its decodings."""
+
+    decoded = 0
+
+    def decode(self, *args: Any, **kwargs: Any) -> str:
+        Value.decoded += 1
+        return super().decode(*args, **kwargs)
+
+
+def with_headers(status: int, names: list[str]) -> Any:
+    """A response whose header names and values count how they are read."""
+    response = _classes(current())[0](status, content=b"ok")
+    response.headers._list = [
+        (name.encode(), Name(name.lower().encode()), Value(b"some value")) for name in names
+    ]
+    return response
+
+
+def test_a_default_success_reads_header_names_only_and_searches_each_name_once() -> None:
+    """With pacing on (the default), a success looks at every header name for rate-limit
+    headers, but decodes no value, and a name is searched once per process: after that it
+    is looked up among the names known to carry no signal."""
+    names = [f"X-Plain-{i}" for i in range(20)] + ["Content-Type", "Server"]
+    Name.searched = Value.decoded = 0
+    transport = rt.RetryTransport(inner_transport(lambda n: with_headers(200, names)))
+    for _ in range(50):
+        response = transport.handle_request(httpx.Request("GET", URL))
+        assert rt.retry_info(response).attempts == 1  # type: ignore[union-attr]
+    assert Value.decoded == 0
+    assert Name.searched <= len(names)  # at most once each, whatever the request count
+
+
+def test_a_rate_limit_header_on_a_success_is_still_read() -> None:
+    """Control: a name that carries a signal is never taken for a plain one, however many
+    plain names came before: an exhausted quota on a success makes the origin cool down."""
+    names = [f"X-Plain-{i}" for i in range(20)]
+    transport = rt.RetryTransport(inner_transport(lambda n: with_headers(200, names)),
+                                  sleep=no_sleep)
+    transport.handle_request(httpx.Request("GET", URL))
+
+    def exhausted(n: int) -> Any:
+        return _classes(current())[0](200, content=b"ok", headers={
+            **{name: "x" for name in names}, "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": "30"})
+
+    transport = rt.RetryTransport(inner_transport(exhausted), sleep=no_sleep)
+    transport.handle_request(httpx.Request("GET", URL))
+    assert list(transport._controller.cooldowns.until) == ["https://api.example.com:443"]
+
+
+def test_the_origin_is_worked_out_once_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a breaker, a request's origin is spelt out once, retried or not."""
+    import retry_transport._core as core
+    import retry_transport._guards as guards
+    import retry_transport._http as http
+
+    calls: list[object] = []
+    real = http.origin
+
+    def counting(url: Any) -> str:
+        calls.append(url)
+        return real(url)
+
+    monkeypatch.setattr(core, "origin_of", counting)
+    monkeypatch.setattr(guards, "origin_of", counting)
+    inner = inner_transport(lambda n: recording(503 if n in (3, 4) else 200, []))
+    transport = rt.RetryTransport(inner, breaker=rt.CircuitBreaker(), sleep=no_sleep)
+    transport.handle_request(httpx.Request("GET", URL))  # attempt 1: 200
+    assert len(calls) == 1
+    transport.handle_request(httpx.Request("GET", URL))  # attempt 2: 200
+    assert len(calls) == 2
+    transport.handle_request(httpx.Request("GET", URL))  # attempts 3, 4, 5: 503, 503, 200
+    assert len(calls) == 3 and inner.attempts == 5
+
+
+def test_quick_records_equal_the_constructors() -> None:
+    """The core builds Attempt and RetryInfo on an unfrozen twin; what it builds is the
+    frozen record itself: equal, hashed alike, frozen, picklable, with every field."""
+    import dataclasses
+    import pickle
+
+    from retry_transport._models import new_attempt, new_retry_info
+
+    attempt = new_attempt(503, None, 1.5, 0.25, "retry-after")
+    assert type(attempt) is rt.Attempt
+    assert attempt == rt.Attempt(503, None, 1.5, 0.25, "retry-after")
+    assert hash(attempt) == hash(rt.Attempt(503, None, 1.5, 0.25, "retry-after"))
+    info = new_retry_info(2, 1, (attempt,), 0.25, rt.StopReason.SUCCESS, None)
+    made = rt.RetryInfo(2, 1, (rt.Attempt(503, None, 1.5, 0.25, "retry-after"),), 0.25,
+                        rt.StopReason.SUCCESS, None)
+    assert info == made and repr(info) == repr(made)
+    assert dataclasses.asdict(info) == dataclasses.asdict(made)
+    for record, field in ((attempt, "wait"), (info, "retries")):
+        assert pickle.loads(pickle.dumps(record)) == record
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, field, 1)
+    assert [f.name for f in dataclasses.fields(rt.Attempt)] == list(rt.Attempt.__slots__)
+    assert [f.name for f in dataclasses.fields(rt.RetryInfo)] == list(rt.RetryInfo.__slots__)
 
 
 # -- one cached RetryInfo per status ----------------------------------------------------

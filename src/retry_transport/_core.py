@@ -347,8 +347,8 @@ class RetryCall:
                     guard.settle(self, ticket, outcome)
             return None
         self._attempt_over()
-        outcome = classify_response(response, status, self.policy,
-                                    wallclock=controller.wallclock, cooling=controller.cooldown)
+        outcome = classify_response(response, status, self.policy, controller.wallclock,
+                                    controller.cooldown)
         if self._tickets:
             self._settle(outcome)
         for guard in controller.learners:
@@ -379,17 +379,16 @@ class RetryCall:
         progress = self._state()
         request = self.request
         attempt = len(progress.history) + 1
-        reason = may_retry(outcome, policy, enabled=self.enabled, method=request.method,
-                           headers=request.headers, stream=self._stream,
-                           flavour=controller.flavour, attempt=attempt)
+        reason = may_retry(outcome, policy, self.enabled, request.method, request.headers,
+                           self._stream, controller.flavour, attempt)
         wait = backoff = 0.0
         carried: list[object] | None = None
         if reason is None:
             backoff = compute_backoff(policy, attempt - 1, progress.previous, self.rng)
             wait = backoff + (outcome.floor or 0.0)
             deadline_at = progress.deadline_at
-            now = controller.clock() + progress.skipped
-            if deadline_at is not None and now + wait >= deadline_at:
+            if (deadline_at is not None
+                    and controller.clock() + progress.skipped + wait >= deadline_at):
                 reason = DEADLINE
             elif controller.vetoes:
                 reason, carried = self._veto(outcome)

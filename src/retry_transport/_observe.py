@@ -65,6 +65,8 @@ class Observer:
     def retry(self, request: Request, attempt: int, of: int, wait: float,
               status: int | None, error: str | None, signal: str | None) -> None:
         """Attempt ``attempt`` (of at most ``of``) failed; the next one follows in ``wait``."""
+        if not self.hooks and not logger.isEnabledFor(logging.INFO):
+            return  # nothing to say, and no one to tell
         self._tell("retry", request, attempt, wait, status, error, signal,
                    "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
                    status or error, attempt, of, wait)
@@ -92,14 +94,14 @@ class Observer:
     def finish(self, request: Request, info: RetryInfo, gave_up: bool) -> None:
         """A request ended after retries, or unsuccessfully instead of one (``gave_up``)."""
         reason = info.stop_reason
-        last = info.history[-1] if info.history else None
-        outcome = (last.status or last.error) if last is not None else "no attempt"
         method = request.method
         if reason is _SUCCESS:
             if logger.isEnabledFor(logging.INFO):
                 url = redact_url(request.url)
                 logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
             return
+        last = info.history[-1] if info.history else None
+        outcome = (last.status or last.error) if last is not None else "no attempt"
         if info.retries > 0:
             level = logging.ERROR
         elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):

@@ -257,7 +257,13 @@ def compute_backoff(
         low = policy.base_delay
         high = max(low, 3.0 * previous)
         return min(cap, rng.uniform(low, high))
-    ceiling = _exponential(policy.base_delay, cap, retries)
+    base = policy.base_delay
+    if base <= 0.0:
+        ceiling = 0.0
+    elif retries < 64:  # the usual case, without a call: a power of two multiplies exactly,
+        ceiling = min(cap, base * (1 << retries))  # so this is what _exponential gives
+    else:
+        ceiling = _exponential(base, cap, retries)
     if jitter == "full":
         return rng.uniform(0.0, ceiling)
     if jitter == "equal":

@@ -192,7 +192,7 @@ def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: 
     return quiet(response, encoded(verdict))
 
 
-def classify_response(response: Response, status: int, policy: RetryPolicy, *,
+def classify_response(response: Response, status: int, policy: RetryPolicy,
                       wallclock: Callable[[], float], cooling: bool) -> Outcome:
     """What a response means: retryable or final, the server's time, the origin's quiet.
 
@@ -273,7 +273,7 @@ def idempotent(method: str, headers: Mapping[str, str], policy: RetryPolicy) -> 
     return bool(name and headers.get(name, "").strip())
 
 
-def may_retry(outcome: Outcome, policy: RetryPolicy, *, enabled: bool, method: str,
+def may_retry(outcome: Outcome, policy: RetryPolicy, enabled: bool, method: str,
               headers: Mapping[str, str], stream: object, flavour: Flavour,
               attempt: int) -> StopReason | None:
     """Rules 2 to 4 before the wait is known: the reason a retryable ``outcome`` of attempt
