@@ -141,7 +141,10 @@ class CooldownTable:
             self._expire(self.clock())
         if self._unsure:
             return False
-        parts = getattr(request.url, "_uri_reference", None)
+        try:  # httpx's and httpx2's parsed URL: (scheme, userinfo, host, port, ...)
+            parts = request.url._uri_reference
+        except AttributeError:
+            return False
         return isinstance(parts, tuple) and parts[2] not in self._hosts
 
     def learn(self, call: CallView, outcome: Outcome) -> None:

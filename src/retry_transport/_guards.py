@@ -227,7 +227,7 @@ class BreakerGuard:
 
     def settle_plain(self, request: Request, outcome: Outcome) -> None:
         origin = origin_of(request.url)
-        transitions = self.breaker.record(origin, bool(outcome.failure))
+        transitions = self.breaker.record(origin, outcome.failure is True)
         if transitions:
             self._tell(transitions, request, origin, 1, outcome.status, None)
 

@@ -62,7 +62,10 @@ def origin(url: URL) -> str:
     # httpx and httpx2 keep a URL's parts in a tuple, (scheme, userinfo, host, port, ...),
     # the host lower-case and IDNA-encoded: its first four make a key at once, where the
     # URL's properties would each work something out.
-    parts = getattr(url, "_uri_reference", None)
+    try:
+        parts = url._uri_reference
+    except AttributeError:
+        parts = None
     key = parts[:4] if isinstance(parts, tuple) else (url.scheme, url.raw_host, url.port)
     spelt = _ORIGINS.get(key)
     if spelt is None:
