@@ -5,6 +5,7 @@ Run it from the repository root::
     python benchmarks/overhead.py            # default settings, about 1-2 minutes
     python benchmarks/overhead.py --quick    # a smoke run, a few seconds
     python benchmarks/overhead.py --profile  # cProfile of the success path, then exit
+    python benchmarks/overhead.py --against REF  # each goal: the code of REF and the tree
 
 Everything is measured in one process, arm against arm, interleaved over several rounds:
 in each round every arm (the bare transport, retry-transport, and the peers a user would
