@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Final, Literal
 
+from ._fork import track
 from ._http import normalise
 from ._models import RetryEvent
 from ._observe import learned
@@ -180,6 +181,7 @@ class CircuitBreaker:
         #: every request is let through without asking.
         self.unclosed = 0
         self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
         if store is not None and not isinstance(store, MemoryStore):
             raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
         self.store = store
@@ -187,6 +189,9 @@ class CircuitBreaker:
         self._outgoing: deque[tuple[str, str, float, float]] = deque()
         if store is not None:
             store._join_breaker(self)
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
 
     # -- what users ask ------------------------------------------------------------------
 

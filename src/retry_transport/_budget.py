@@ -13,6 +13,7 @@ import sysconfig
 import threading
 from typing import Final
 
+from ._fork import track
 from ._validate import check_number
 
 __all__ = ["RetryBudget"]
@@ -42,6 +43,7 @@ class RetryBudget:
     """
 
     __slots__ = (
+        "__weakref__",
         "_lock",
         "_mark",
         "_refunds",
@@ -72,6 +74,7 @@ class RetryBudget:
                 )
         self._tokens = self.capacity
         self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
         # Refunds of ``success_refund`` counted without the lock: the transports call
         # ``_tally()`` (C-level, no lock) for each request that succeeds at once, and every
         # read of the bucket first folds in what was counted since the last one. Refunds
@@ -80,6 +83,9 @@ class RetryBudget:
         self._refunds = itertools.count()
         self._mark = -1  # the number the last fold drew
         self._tally = self._refunds.__next__ if _LOCK_FREE else None
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
 
     def _fold(self) -> None:
         """Apply the refunds counted since the last fold (under the lock)."""

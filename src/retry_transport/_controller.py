@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ._cooldowns import CooldownTable
 from ._flavour import Flavour, Request
+from ._fork import track
 from ._guards import BreakerGuard, BudgetGuard, Guard
 from ._models import Attempt, RetryInfo, RetryStats, StopReason
 from ._observe import Observer
@@ -35,6 +36,10 @@ class _LockedCount(Iterator[int]):
 
     def __init__(self) -> None:
         self._value = 0
+        self._lock = threading.Lock()
+        track(self)
+
+    def _renew_locks(self) -> None:
         self._lock = threading.Lock()
 
     def __iter__(self) -> _LockedCount:
@@ -115,6 +120,7 @@ class Controller:
         #: Whether the quick path must look for an exhausted rate-limit quota.
         self.pacing = cooldown and policy.respect_rate_limits
         self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
         self.request_counter = _counter()
@@ -124,6 +130,9 @@ class Controller:
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
         # immutable, so one pair serves every such response.
         self.finals: dict[int, tuple[RetryInfo, Outcome]] = {}
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
 
     def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from ._fork import track
 from ._guards import FIRST, CallView, Hold, Refusal
 from ._models import StopReason
 from ._policy import compute_backoff
@@ -77,10 +78,15 @@ class CooldownTable:
         # whose host could not be spelt so (not ASCII): while any, every request is looked at.
         self._hosts: dict[str, int] = {}
         self._unsure = 0
+        track(self)  # a forked child gets new locks
         self.quiet = True
         self.store = store
         if store is not None:
             store._join_cooldowns(self)
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
+        self._inbox_lock = threading.Lock()
 
     # -- the guard -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 from ._flavour import Request
+from ._fork import track
 from ._http import origin as origin_of, redact_url
 from ._models import RetryEvent, RetryInfo, StopReason
 
@@ -59,8 +60,12 @@ class Observer:
         self.hooks = hooks
         self._clock = clock
         self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
         # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
 
     def retry(self, request: Request, attempt: int, of: int, wait: float,
               status: int | None, error: str | None, signal: str | None) -> None:

@@ -21,14 +21,12 @@ import itertools
 import json
 import logging
 import math
-import os
 import queue
 import random
 import re
 import threading
 import time
 import uuid
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -201,8 +199,7 @@ class RedisStore(MemoryStore):
         self._held: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
         # Probe slots given back and not yet freed in Redis: (key, token), oldest first.
         self._releases: list[tuple[str, str]] = []
-        self._start()
-        _STORES.add(self)  # a worker forked from this process restarts it (_after_fork)
+        self._start()  # a worker forked from this process restarts it (_fork)
         self._ready.wait(self.connect_timeout)
 
     def _start(self) -> None:
@@ -228,9 +225,11 @@ class RedisStore(MemoryStore):
         )
         self._elector.start()
 
-    def _forked(self) -> None:
-        """In a child process: the parent's thread, probes and events are not ours."""
-        self._lock = threading.Lock()
+    def _restart_after_fork(self) -> None:
+        """In a child process (its locks already renewed): the parent's threads, probes and
+        events are not ours; a store that was running starts afresh."""
+        if self._stop.is_set():
+            return
         self._held.clear()
         self._releases.clear()
         self._own_cooldowns.clear()
@@ -570,17 +569,3 @@ class _Election:
         self._done.set()
         return waiting
 
-
-#: Every store alive, for the fork hook: in a child, each one that was running starts
-#: afresh (its own thread, identity and lock).
-_STORES: Final[weakref.WeakSet[RedisStore]] = weakref.WeakSet()
-
-
-def _after_fork() -> None:
-    for store in list(_STORES):
-        if not store._stop.is_set():
-            store._forked()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)

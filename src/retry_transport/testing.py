@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from . import _fork
 from ._policy import RetryPolicy
 
 __all__ = ["TestingLog", "retry_testing"]
@@ -72,6 +73,14 @@ class TestingLog:
 
 
 _lock = threading.Lock()
+
+
+def _renew_lock() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+_fork.module_locks(_renew_lock)  # a forked child gets a new one
 #: The blocks now open, oldest first. Threads and tasks may close them in any order.
 _open: list[TestingLog] = []
 #: The log of the most recently opened block still open, read by the transports.
