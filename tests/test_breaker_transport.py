@@ -401,10 +401,12 @@ def test_the_breaker_opening_during_the_wait_stops_the_next_attempt(harness: Har
     info = rt.retry_info(error)
     assert info is not None
     assert info.stop_reason is rt.StopReason.CIRCUIT_OPEN
-    assert (info.attempts, info.retries, info.total_wait) == (1, 0, 2.0)
+    # The retry that was waited for is reported (as the stats count it), though not sent.
+    assert (info.attempts, info.retries, info.total_wait) == (1, 1, 2.0)
     assert [(a.status, a.wait) for a in info.history] == [(503, 2.0)]
     assert harness.waits == [2.0]
-    assert budget.tokens == 95  # the retry was paid for before the breaker opened
+    assert any("refused" in note for note in getattr(error, "__notes__", []))
+    assert budget.tokens == 100  # the retry was paid for, then not sent: its tokens are back
     # A's transport saw its retry and its give-up; the opening was the other transport's.
     assert [e.kind for e in events] == ["retry", "give_up"]
     assert events[-1].stop_reason is rt.StopReason.CIRCUIT_OPEN

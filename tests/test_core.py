@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from retry_transport import CircuitBreaker, RetryBudget, StopReason
+from retry_transport import CircuitBreaker, RetryBudget, StopReason, retry_info as rt_retry_info
 from retry_transport._controller import Controller
 from retry_transport._core import RetryCall, plain_final, plain_first
 from retry_transport._guards import FIRST, Guard, Refusal
@@ -209,6 +209,9 @@ class Spy:
         self.log.append(("veto", outcome.status))
         return self.answer
 
+    def refund(self, call: Any, carried: object) -> None:
+        self.log.append(("refund", carried))
+
 
 def with_guards(*guards: Guard) -> Controller:
     control = controller()
@@ -284,3 +287,17 @@ def test_the_request_is_left_as_it_came_after_a_plain_success() -> None:
     before = (dict(request.headers), dict(request.extensions))
     run(controller(), request, [Response(200)])
     assert (dict(request.headers), dict(request.extensions)) == before
+
+
+def test_a_retry_refused_after_its_wait_gives_the_later_vetoes_back() -> None:
+    """The first guard refuses the retry after the second one's veto paid for it: the
+    second is told to give back what it took, and the retry counts in the metadata."""
+    first = Spy(refuse_on=2)
+    second = Spy(reason=StopReason.BUDGET_EXHAUSTED, veto=7)
+    control = with_guards(first, second)
+    control.vetoes = (1,)
+    result = run(control, Request(), [Response(503)])
+    assert isinstance(result, HTTPX.circuit_open_error)
+    assert ("refund", 7) in second.log
+    info = rt_retry_info(result)
+    assert (info.attempts, info.retries) == (1, 1)

@@ -162,6 +162,9 @@ class CooldownTable:
     def veto(self, call: CallView, outcome: Outcome) -> object:
         return None
 
+    def refund(self, call: CallView, carried: object) -> None:
+        pass
+
     # -- the table -------------------------------------------------------------------------
 
     def left(self, origin: str, now: float) -> float:

@@ -212,6 +212,10 @@ class RetryCall:
             if kind is Refusal:
                 self._tickets = pairs
                 self._settle(None)  # the guards that admitted it so far: no verdict
+                if not first and carried is not None:  # a retry not sent after all: what
+                    guards = self._controller.guards  # the later guards' vetoes took back
+                    for later in range(index + 1, len(guards)):
+                        guards[later].refund(self, carried[later])  # type: ignore[index]
                 self._refuse(ticket)  # type: ignore[arg-type]
             if kind is Hold:
                 if hold is None or ticket.wait > hold.wait:  # type: ignore[attr-defined]
@@ -227,17 +231,24 @@ class RetryCall:
         return self._to_sleep(wait)
 
     def _refuse(self, refusal: Refusal) -> NoReturn:
+        """Raise a guard's refusal, with the request's metadata. Refused before a retry
+        (the breaker opened while it waited), the retry that was waited for counts in
+        ``retries``, as it does in the transport's stats, though it was not sent."""
         progress = self._progress
         history = tuple(progress.history) if progress is not None else ()
         info = RetryInfo(
-            len(history), max(len(history) - 1, 0), history,
+            len(history), len(history), history,
             progress.total_wait if progress is not None else 0.0, refusal.reason,
         )
         flavour = self._controller.flavour
         kind = flavour.cooldown_error if refusal.error == "cooldown" else flavour.circuit_open_error
         error = kind(refusal.message, origin=refusal.origin, remaining=refusal.remaining,
                      request=self.request)
-        remember(error, info)
+        note = None
+        if history:
+            note = (f"retry-transport: gave up after {len(history)} attempt(s) "
+                    f"({refusal.reason.value}): the retry waited for was refused, not sent")
+        remember(error, info, note)
         self._controller.note_finish(self.request, info, failed_retryable=True)
         raise error
 

@@ -160,6 +160,10 @@ class Guard(Protocol):
         """``reason`` to stop the retry that ``outcome`` calls for; anything else lets it be
         and is carried to the next :meth:`admit`."""
 
+    def refund(self, call: CallView, carried: object) -> None:
+        """The retry this guard's veto answered ``carried`` for is not sent after all (an
+        earlier guard refused it): give back what the veto took."""
+
 
 def _breakers(call: CallView) -> str:
     testing = call.testing
@@ -239,6 +243,9 @@ class BreakerGuard:
             return _CIRCUIT_OPEN
         return None
 
+    def refund(self, call: CallView, carried: object) -> None:
+        pass
+
     def _tell(self, transitions: list[str], request: Request, origin: str, attempt: int,
               status: int | None, error: str | None) -> None:
         breaker = self.breaker
@@ -290,3 +297,7 @@ class BudgetGuard:
     def veto(self, call: CallView, outcome: Outcome) -> object:
         cost = self.budget.acquire(timeout=outcome.timeout)
         return _BUDGET_EXHAUSTED if cost is None else cost
+
+    def refund(self, call: CallView, carried: object) -> None:
+        if isinstance(carried, (int, float)):  # the cost the veto took for the retry
+            self.budget.release(carried)

@@ -77,7 +77,9 @@ class RetryInfo:
 
     Attributes:
         attempts: attempts made, the first one included.
-        retries: attempts after the first (``attempts - 1``).
+        retries: attempts after the first (``attempts - 1``), and a retry a guard refused
+            after its wait (the breaker opened meanwhile): decided and waited for, it counts,
+            as in the transport's stats, though it was not sent.
         history: one :class:`Attempt` per attempt, oldest first.
         total_wait: seconds slept in all: between attempts, and before the first one when
             its origin was cooling down (that wait is in no ``Attempt``).
