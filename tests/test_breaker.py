@@ -789,3 +789,48 @@ def test_a_closed_breaker_keeps_no_memory_per_success() -> None:
     grown = [stat for stat in after.compare_to(before, "filename")
              if stat.traceback[0].filename.endswith("_breaker.py") and stat.size_diff > 0]
     assert grown == []
+
+
+# -- memory follows the origins active in the window -------------------------------------------
+
+
+def test_the_breaker_forgets_origins_with_an_empty_window() -> None:
+    """One success to each of 20,000 origins, 100 a second: the breaker keeps those of the
+    last window (and at most twice them, or a floor), not all 20,000."""
+    clock = FakeClock()
+    b = breaker(clock, window=10.0)
+    for i in range(20_000):
+        if i % 100 == 0:
+            clock.now += 1.0
+        b.record(f"https://o{i}.example:443", False)
+    active = 100 * 11  # the last window and its bucket
+    assert len(b._origins) <= max(1024, 2 * active) + 100
+
+
+def test_an_origin_in_the_window_is_never_forgotten() -> None:
+    """Three failures of A, then thousands of other origins within the window: A keeps its
+    failures, and its fourth opens it."""
+    clock = FakeClock()
+    b = breaker(clock, window=10.0, min_requests=4, failure_ratio=1.0)
+    assert feed(b, 3) == []
+    for i in range(5000):
+        clock.now += 0.001
+        b.record(f"https://o{i}.example:443", False)
+    assert feed(b, 1) == ["breaker_open"]
+
+
+def test_a_learned_opening_long_over_is_forgotten() -> None:
+    """Openings learned for origins this breaker never calls leave once their break ended a
+    window ago; the breaker counts no open origin any more."""
+    clock = FakeClock()
+    b = breaker(clock, window=10.0, break_duration=5.0)
+    for i in range(3000):
+        b._learn(f"https://o{i}.example:443", "open", 5.0, 5.0)
+    assert b.unclosed == 3000
+    clock.now += 5.0 + 10.0
+    b.record(A, False)
+    for i in range(3000, 3000 + 2000):  # new origins: the table is looked over
+        b.record(f"https://o{i}.example:443", False)
+    assert b.unclosed == 0
+    assert all(entry.state == "closed" for entry in b._origins.values())
+    assert b.state("https://o1.example:443") == "closed"

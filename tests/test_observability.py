@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from tests.flavour import httpx, rt
-from tests.harness import Harness
+from tests.harness import FakeClock, Harness
 from tests.test_transport import script
 
 pytestmark = pytest.mark.usefixtures("flavour")
@@ -209,3 +209,36 @@ def test_path_parameters_are_not_logged(harness: Harness, caplog: pytest.LogCapt
     assert events[0].url == "https://api.example.com/a/b/c"
     assert "SECRET" not in caplog.text
     assert str(seen[-1].url).count("SECRET") == 3  # the request itself is untouched
+
+
+def test_the_refusal_log_forgets_origins_refused_long_ago(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One refused request to each of 2,500 origins, a second apart: the throttle table
+    holds the origins of the last interval (and at most twice a floor), not all 2,500; an
+    origin forgotten with refusals not yet reported gets its summary line then. (The table
+    is the observer's, the same for every flavour and driver: one of them is enough.)"""
+    import httpx as plain_httpx
+
+    import retry_transport
+
+    caplog.set_level(logging.WARNING, logger="retry_transport")
+    clock = FakeClock()
+    budget = retry_transport.RetryBudget(capacity=5, retry_cost=5, timeout_retry_cost=5)
+    transport = retry_transport.RetryTransport(
+        plain_httpx.MockTransport(lambda request: plain_httpx.Response(503)), budget=budget,
+        max_attempts=2, clock=clock, sleep=clock.sleep)
+
+    def send(url: str = "https://api.example.com/items") -> None:
+        transport.handle_request(plain_httpx.Request("GET", url))
+
+    send()  # spends the whole budget on its one retry
+    send()  # refused: logged
+    send()  # refused again within the interval: to be reported later
+    for i in range(2500):
+        clock.now += 1.0
+        send(f"https://o{i}.example.com/")
+    table = transport._controller.observer._refusals
+    assert len(table) <= 2048
+    assert any(r.getMessage().startswith("Gave up on 1 more request(s) to "
+                                         "https://api.example.com:443") for r in caplog.records)

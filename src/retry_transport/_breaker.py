@@ -58,6 +58,10 @@ _NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answ
 #: is atomic while a GIL serialises it; an interpreter without one takes the lock always.
 _LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
 _NEVER: Final = float("-inf")
+
+#: Origins a breaker keeps before it first looks for some to forget; after each look, twice
+#: what remained (so the look costs O(1) per new origin, amortised).
+_PRUNE_AT: Final = 1024
 _PASS: Final[tuple[Admission, int, list[str]]] = (None, 0, _NO_TRANSITIONS)
 
 
@@ -177,6 +181,7 @@ class CircuitBreaker:
         self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
+        self._prune_at = _PRUNE_AT
         #: Origins whose breaker is open or half-open (changed under the lock): while 0,
         #: every request is let through without asking.
         self.unclosed = 0
@@ -284,7 +289,7 @@ class CircuitBreaker:
                 probe: int) -> list[str]:
         """:meth:`record` beyond the usual case (under the lock)."""
         if entry is None:
-            entry = self._origins[origin] = _Origin(self.break_duration)
+            entry = self._new(origin, now)
         if probe:
             if probe == entry.period and entry.state == "half_open":
                 entry.probes = max(0, entry.probes - 1)
@@ -376,7 +381,7 @@ class CircuitBreaker:
             if kind == "open":
                 until = now + remaining
                 if entry is None:
-                    entry = self._origins[origin] = _Origin(self.break_duration)
+                    entry = self._new(origin, now)
                 elif entry.state == "open" and entry.opened_until >= until:
                     return
                 opened = entry.state != "open" or now >= entry.opened_until
@@ -395,6 +400,31 @@ class CircuitBreaker:
         learned(kind, origin, remaining, break_for, self.hooks)
 
     # -- inside the lock ----------------------------------------------------------------
+
+    def _new(self, origin: str, now: float) -> _Origin:
+        """A new origin's state; first, now and then, forget the origins with nothing left
+        to remember, so that memory follows the origins active in the last window."""
+        if len(self._origins) >= self._prune_at:
+            self._prune(now)
+        entry = self._origins[origin] = _Origin(self.break_duration)
+        return entry
+
+    def _prune(self, now: float) -> None:
+        """Drop the origins that would behave as unknown ones: closed, with every outcome
+        out of the window (those counted without the lock are in the bucket of the last
+        one), and open with a break that ended a window ago and no probe since (learned
+        from a store, most of them: an origin this breaker never calls)."""
+        current = int(now // self._bucket)
+        origins = self._origins
+        for origin, entry in list(origins.items()):
+            state = entry.state
+            if state == "closed":
+                if current - entry.index > _BUCKETS:
+                    del origins[origin]
+            elif state == "open" and now >= entry.opened_until + self.window:
+                del origins[origin]
+                self.unclosed -= 1
+        self._prune_at = max(_PRUNE_AT, 2 * len(origins))
 
     def _open(self, entry: _Origin, now: float, duration: float) -> None:
         if entry.state == "closed":

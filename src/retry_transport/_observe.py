@@ -33,6 +33,9 @@ RetryHook = typing.Callable[[RetryEvent], object]
 #: Seconds between two WARNING lines for the same stop reason and origin, when requests are
 #: refused a retry (budget exhausted, unsafe method, ...): the lines in between are counted.
 REFUSAL_LOG_INTERVAL: Final = 10.0
+#: Pairs the refusal table holds before it first forgets the stale ones; after, twice what
+#: remained.
+_PRUNE_AT: Final = 1024
 
 _SUCCESS: Final = StopReason.SUCCESS
 _DISABLED: Final = StopReason.DISABLED
@@ -63,6 +66,7 @@ class Observer:
         track(self)  # a forked child gets a new lock
         # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
+        self._prune_at = _PRUNE_AT
 
     def _renew_locks(self) -> None:
         self._lock = threading.Lock()
@@ -159,10 +163,13 @@ class Observer:
         since the last line (an outage would otherwise log one WARNING per request)."""
         key = (reason, origin)
         now = self._clock()
+        summaries: list[tuple[tuple[StopReason, str], list[float]]] = []
         with self._lock:
             entry = self._refusals.get(key)
             count, since = 0, 0.0
             if entry is None:
+                if len(self._refusals) >= self._prune_at:
+                    summaries = self._prune(now)
                 self._refusals[key] = [now, 0]
             else:
                 entry[1] += 1
@@ -170,16 +177,36 @@ class Observer:
                     return
                 count, since = int(entry[1]), now - entry[0]
                 entry[0], entry[1] = now, 0
+        for (old_reason, old_origin), (at, old_count) in summaries:
+            _more(int(old_count), old_origin, now - at, old_reason)
         if count == 0:
             logger.warning(
                 "Giving up on %s %s after %d attempt(s): %s (%s)",
                 method, url, attempts, outcome, reason.value,
             )
         else:
-            logger.warning(
-                "Gave up on %d more request(s) to %s without a retry in the last %.0f s (%s)",
-                count, origin, since, reason.value,
-            )
+            _more(count, origin, since, reason)
+
+    def _prune(self, now: float) -> list[tuple[tuple[StopReason, str], list[float]]]:
+        """Forget the (reason, origin) pairs whose last line is older than the interval
+        (under the lock), so the table follows the origins refused lately; returns those
+        that still had refusals to report, for one line each now."""
+        table = self._refusals
+        reported = []
+        for key, entry in list(table.items()):
+            if now - entry[0] >= REFUSAL_LOG_INTERVAL:
+                del table[key]
+                if entry[1]:
+                    reported.append((key, entry))
+        self._prune_at = max(_PRUNE_AT, 2 * len(table))
+        return reported
+
+
+def _more(count: int, origin: str, since: float, reason: StopReason) -> None:
+    logger.warning(
+        "Gave up on %d more request(s) to %s without a retry in the last %.0f s (%s)",
+        count, origin, since, reason.value,
+    )
 
 
 def learned(kind: str, origin: str, remaining: float, break_for: float,
