@@ -30,7 +30,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from ._store import EventKind, MemoryStore
 from ._validate import check_seconds
@@ -93,14 +93,48 @@ return 0
 """
 
 
+#: A query parameter whose name holds one of these (in any case) is a credential: its value
+#: is never shown (``password``, ``ssl_password``, ``auth_token``, ``api_key``, ...).
+_SECRET_NAMES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+_HIDDEN: Final = "***"
+
+
 def _redacted(url: str) -> str:
-    """``url`` without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """``url`` as it may be shown (logs, ``repr()``, thread names, error messages): the
+    password of its userinfo and the value of every query parameter whose name suggests a
+    secret (see ``_SECRET_NAMES``) replaced by ``***``, as is any fragment. An ``@`` past
+    the host (a password with an unescaped ``/``, ``?`` or ``#``) hides all before it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unparsable URL is not shown at all
+        return _HIDDEN
+    scheme, netloc, path, query = parts.scheme, parts.netloc, parts.path, parts.query
+    start = f"{scheme}://" if "://" in url else f"{scheme}:"
+    if "@" in path + query + parts.fragment:
+        # Where the userinfo ends is not sure: hide everything up to the last "@", and the
+        # values of what looks like a secret parameter after it.
+        tail, hash_, _ = url.rpartition("@")[2].partition("#")
+        shown = f"{start}{_HIDDEN}@" + "".join(map(_masked, re.split(r"([?&])", tail)))
+        return shown + ("#" + _HIDDEN if hash_ else "")
+    userinfo, at, hostport = netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if at and colon:
+        netloc = f"{user}:{_HIDDEN}@{hostport}"
+    shown = f"{start}{netloc}{path}"
+    if query:
+        shown += "?" + "&".join(map(_masked, query.split("&")))
+    if parts.fragment:
+        shown += "#" + _HIDDEN
+    return shown
+
+
+def _masked(field: str) -> str:
+    """One ``name=value`` of a query, its value hidden if its name suggests a secret."""
+    name, equals, _ = field.partition("=")
+    lowered = unquote_plus(name).lower()
+    if equals and any(word in lowered for word in _SECRET_NAMES):
+        return f"{name}={_HIDDEN}"
+    return field
 
 
 def _ms(seconds: float) -> int:
@@ -122,7 +156,9 @@ class RedisStore(MemoryStore):
     Args:
         url: the Redis server, as ``redis.Redis.from_url`` reads it
             (``redis://[:password@]host:port/db``, ``rediss://`` for TLS,
-            ``unix:///path``). Default ``redis://localhost:6379/0``.
+            ``unix:///path``). Default ``redis://localhost:6379/0``. Shown (log lines,
+            ``repr()``, thread names, errors) with its credentials as ``***``: the
+            userinfo's password, and any query parameter named like a secret.
         prefix: the start of every key and of the channel, so that several applications
             can share one Redis. Default ``"retry-transport:"``.
         socket_timeout: seconds any Redis command may take (connecting included) before
@@ -180,7 +216,12 @@ class RedisStore(MemoryStore):
                 decode_responses=True,
             )
         except ValueError as exc:
-            raise ValueError(f"url must be a Redis URL, got {url!r}: {exc}") from None
+            shown = _redacted(url)
+            # redis-py's reason, unless it quotes what the URL shown hides ("Port could not
+            # be cast to integer value as 'pa'", of a password with a "/" in it).
+            quoted = re.findall(r"'([^']*)'", str(exc))
+            reason = "" if any(q not in shown for q in quoted) else f": {exc}"
+            raise ValueError(f"url must be a Redis URL, got {shown!r}{reason}") from None
         self._redis: redis.Redis = redis.Redis(connection_pool=pool, retry=no_retry)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         # Redis answered, but refused (out of memory, a read-only replica): that write is

@@ -1,9 +1,11 @@
 """Redis for the real-Redis tests: a throwaway ``redis-server``, and a "hung" one.
 
 ``RedisServer`` runs the machine's ``redis-server`` on a free port of 127.0.0.1, in a temp
-directory, with persistence off (``--save '' --appendonly no``: a restart starts empty). It
-can be killed (SIGKILL: the connections drop at once) and started again on the same port,
-or frozen (SIGSTOP: the kernel still accepts connections, nobody answers) and thawed.
+directory, with persistence off (``--save '' --appendonly no``: a restart starts empty) and
+any further options given (``"--maxmemory", "1mb"``, say; a ``--requirepass`` is used by its
+``client()``). It can be killed (SIGKILL: the connections drop at once) and started again on
+the same port, or frozen (SIGSTOP: the kernel still accepts connections, nobody answers) and
+thawed.
 
 ``HungRedis`` is a TCP server that accepts connections, reads what it is sent, and never
 answers a byte: a Redis that hangs.
@@ -78,11 +80,12 @@ def free_port() -> int:
 
 
 def _pong(port: int) -> bool:
-    """Whether a Redis on ``port`` answers PING now."""
+    """Whether a Redis on ``port`` answers PING now (a Redis that wants a password answers
+    that it does: it is up)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
             sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
     except OSError:
         return False
 
@@ -90,8 +93,11 @@ def _pong(port: int) -> bool:
 class RedisServer:
     """A ``redis-server`` of its own on 127.0.0.1, without persistence, in a temp dir."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *options: str) -> None:
         self.binary = redis_binary()
+        self.options = options  # more command-line options, kept across restarts
+        self.password = options[options.index("--requirepass") + 1] if (
+            "--requirepass" in options) else None
         self.port = port if port is not None else free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.dir = tempfile.mkdtemp(prefix="retry-transport-redis-")
@@ -113,6 +119,7 @@ class RedisServer:
                 "--dir", self.dir,
                 "--daemonize", "no",
                 "--loglevel", "warning",
+                *self.options,
             ],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             cwd=self.dir,
@@ -166,8 +173,8 @@ class RedisServer:
     def client(self) -> Any:
         """A plain client of this server, for a test to look at the keys."""
         return redis_module().Redis(
-            host="127.0.0.1", port=self.port, decode_responses=True, socket_timeout=BOUND,
-            socket_connect_timeout=BOUND,
+            host="127.0.0.1", port=self.port, password=self.password, decode_responses=True,
+            socket_timeout=BOUND, socket_connect_timeout=BOUND,
         )
 
 

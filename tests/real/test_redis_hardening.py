@@ -1,0 +1,159 @@
+"""RedisStore under conditions of its own: credentials in its URL, bursts of events, a
+Redis that refuses writes, stores dropped without ``close()``, URLs it must refuse.
+
+Against real ``redis-server`` processes on 127.0.0.1 (tests/real/redis_server.py) where the
+behaviour needs one. The store is the same for both HTTP flavours, so these tests run once.
+Every wait is bounded (``WAIT``), every loop ends by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import retry_transport as rt
+from tests.real.redis_server import RedisServer, free_port, redis_module
+
+pytestmark = pytest.mark.real
+
+#: Longest a test waits for something that should happen within a second (real seconds).
+WAIT = 5.0
+#: The secret of these tests' URLs: it must never be shown.
+SECRET = "s3cr3t-Pa55"
+
+
+def eventually(predicate: Callable[[], object], what: str, timeout: float = WAIT) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {timeout:g} s: {what}")
+        time.sleep(0.01)
+
+
+def store_records(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
+    return [r for r in list(caplog.records) if text in r.getMessage()]
+
+
+def store_thread_names() -> list[str]:
+    """The names of the stores' threads running now (both kinds are named after the URL)."""
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith(("retry-transport store", "retry-transport elections"))]
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"rt-hard:{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def stores(prefix: str) -> Iterator[Callable[..., Any]]:
+    """Makes RedisStores on this test's prefix; every one is closed at the end."""
+    redis_module()  # skips (or fails, in CI) without the redis package
+    made: list[Any] = []
+
+    def make(url: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("prefix", prefix)
+        store = rt.RedisStore(url, **kwargs)
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            store.close()
+
+
+# -- 1. credentials in the URL are never shown ------------------------------------------------
+
+#: URLs with a credential in each place redis-py reads one, or a parameter named like one.
+SECRET_URLS = [
+    "redis://:{secret}@127.0.0.1:{port}/0",
+    "redis://default:{secret}@127.0.0.1:{port}/0",
+    "redis://127.0.0.1:{port}/0?password={secret}",
+    "redis://127.0.0.1:{port}/0?username=default&password={secret}&db=0",
+    "redis://127.0.0.1:{port}/0?PASSWORD={secret}",
+    "redis://127.0.0.1:{port}/0?ssl_password={secret}",
+    "redis://127.0.0.1:{port}/0?auth_token={secret}",
+    "redis://127.0.0.1:{port}/0?api_key={secret}",
+    "redis://127.0.0.1:{port}/0?client_secret={secret}",
+    "redis://127.0.0.1:{port}/0?pwd={secret}",
+    "redis://127.0.0.1:{port}/0?credentials={secret}",
+    "redis://:7357?{secret}@127.0.0.1:{port}/0",  # an unescaped "?" in a password
+]
+
+
+def shown_by(store: Any, caplog: pytest.LogCaptureFixture) -> str:
+    """Everything the store has shown: its repr, its threads' names, the log (with any
+    traceback, as a handler formats it)."""
+    return "\n".join([repr(store), *store_thread_names(), caplog.text])
+
+
+@pytest.mark.parametrize("template", SECRET_URLS)
+def test_a_url_is_shown_without_its_credentials(
+    template: str, stores: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing listens on the port: the store logs that it cannot reach the URL, and names
+    its threads after it, and shows it in its repr, each time without the secret (a
+    ``?password=`` was shown verbatim)."""
+    caplog.set_level(logging.DEBUG, logger="retry_transport")
+    port = free_port()
+    store = stores(template.format(secret=SECRET, port=port))
+    eventually(lambda: [r for r in caplog.records if r.levelno >= logging.WARNING],
+               "the store logged its trouble")
+    shown = shown_by(store, caplog)
+    assert f"127.0.0.1:{port}" in repr(store)
+    assert len([n for n in store_thread_names() if str(port) in n]) == 2
+    assert SECRET not in shown, shown
+    assert "***" in repr(store)
+
+
+@pytest.mark.parametrize("template", SECRET_URLS[:4])
+def test_a_connected_store_never_shows_its_password(
+    template: str, stores: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis that wants a password, given in each way redis-py reads one: the store
+    connects (so the password was read), loses Redis and gets it back, and has a write
+    refused; none of what it logs or shows holds the password."""
+    caplog.set_level(logging.DEBUG, logger="retry_transport")
+    redis = RedisServer(None, "--requirepass", SECRET).start()
+    watcher = redis.client()
+    try:
+        store = stores(template.format(secret=SECRET, port=redis.port))
+        assert store.connected
+        redis.kill()
+        eventually(lambda: store_records(caplog, "Lost the store"), "the loss logged")
+        redis.start()
+        eventually(lambda: store_records(caplog, "is back"), "the return logged", 8.0)
+        watcher.config_set("maxmemory-policy", "noeviction")
+        watcher.config_set("maxmemory", 1)
+        breaker = rt.CircuitBreaker(store=store, min_requests=1, break_duration=30.0)
+        breaker.record("http://refused.test:80", True)  # an opening Redis refuses to write
+        eventually(lambda: store_records(caplog, "refused a write"), "the refusal logged")
+        shown = shown_by(store, caplog)
+        assert SECRET not in shown, shown
+        assert len(store_records(caplog, f"127.0.0.1:{redis.port}")) >= 3
+    finally:
+        watcher.close()
+        redis.stop()
+
+
+@pytest.mark.parametrize("url", [
+    f"redis://:{SECRET}@127.0.0.1:port/0",
+    f"redis://127.0.0.1:notaport/0?password={SECRET}",
+    f"redis://:{SECRET[:4]}/{SECRET[4:]}@127.0.0.1:6379/0",  # an unescaped "/"
+    f"redis://:{SECRET[:4]}#{SECRET[4:]}@127.0.0.1:6379/0",  # an unescaped "#"
+])
+def test_an_invalid_url_is_refused_without_showing_its_password(url: str) -> None:
+    redis_module()
+    with pytest.raises(ValueError, match="url") as refused:
+        rt.RedisStore(url)
+    message = str(refused.value)
+    assert SECRET[:4] not in message and SECRET[4:] not in message, message
