@@ -73,7 +73,7 @@ def _fork_while_busy(make: object) -> tuple[int, int]:
                                 httpx.Request("GET", "https://other.example.com/"))
                         except rt.CircuitOpenError:
                             pass
-                    transport.stats  # the counters' lock too
+                    assert transport.stats.requests > 0  # the counters' lock too
                     with testing.retry_testing():  # and the testing module's
                         pass
                     code = 0

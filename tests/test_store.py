@@ -1346,3 +1346,30 @@ def rt_origin(url: str) -> str:
     """The origin of a URL as breakers spell it."""
     parsed = httpx.URL(url)
     return f"{parsed.scheme}://{parsed.host}:{parsed.port or 443}"
+
+
+def test_an_idle_member_keeps_a_bounded_inbox() -> None:
+    """A transport that sends nothing, on a store told of 20,000 cooldowns: its inbox
+    keeps at most INBOX_LIMIT of them, those that end last; one already over is not kept;
+    and its next request applies them at once, held as the store said."""
+    from retry_transport._cooldowns import INBOX_LIMIT
+
+    wall = FakeClock(start=1_000_000.0)
+    store = rt.MemoryStore(wallclock=wall)
+    clock = FakeClock()
+    idle = rt.RetryTransport(httpx.MockTransport(lambda request: httpx.Response(200)),
+                             store=store, clock=clock, sleep=clock.sleep, jitter="none",
+                             base_delay=0.5)
+    table = idle._controller.cooldowns
+    assert table is not None
+    for i in range(20_000):  # the later the origin, the later its end
+        table.receive_cooldown(f"https://o{i}.example.com:443", wall.now + 10.0 + i / 1000,
+                               "retry-after")
+    table.receive_cooldown("https://over.example.com:443", wall.now - 1.0, "retry-after")
+    assert len(table.inbox) <= INBOX_LIMIT
+    assert "https://over.example.com:443" not in table.inbox
+    assert "https://o19999.example.com:443" in table.inbox  # the latest end survives
+    assert "https://o0.example.com:443" not in table.inbox  # the soonest made room
+    idle.handle_request(httpx.Request("GET", "https://o19999.example.com/"))
+    assert clock.waits == [pytest.approx(10.0 + 19.999 + 0.5)]
+    assert table.inbox == {}

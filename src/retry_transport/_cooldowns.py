@@ -28,7 +28,12 @@ if TYPE_CHECKING:
     from ._flavour import Request
     from ._store import MemoryStore
 
-__all__ = ["CooldownTable"]
+__all__ = ["INBOX_LIMIT", "CooldownTable"]
+
+#: The most cooldowns a table keeps in its inbox (received from the store, not yet applied
+#: by a request of its own): an idle transport on a busy store costs bounded memory, and
+#: its next request bounded time.
+INBOX_LIMIT: Final = 4096
 
 
 def _host(origin: str) -> str | None:
@@ -234,12 +239,35 @@ class CooldownTable:
 
     def receive_cooldown(self, origin: str, until: float, signal: str) -> None:
         """Another member of the store started a cooldown until ``until`` (wall-clock
-        seconds): applied at this table's next request (any thread may call this)."""
+        seconds): applied at this table's next request (any thread may call this).
+
+        The inbox of a transport that sends nothing stays bounded: a cooldown already over
+        is not kept, and past ``INBOX_LIMIT`` entries the ones that end soonest make room.
+        """
+        store = self.store
+        wall = store.wallclock() if store is not None else None
+        if wall is not None and until <= wall:
+            return
         with self._inbox_lock:
-            known = self.inbox.get(origin)
+            inbox = self.inbox
+            known = inbox.get(origin)
             if known is None or until > known[0]:
-                self.inbox[origin] = (until, signal)
+                if known is None and len(inbox) >= INBOX_LIMIT:
+                    self._trim_inbox(wall)
+                inbox[origin] = (until, signal)
                 self.quiet = False
+
+    def _trim_inbox(self, wall: float | None) -> None:
+        """Make room in a full inbox (under ``_inbox_lock``): drop what is over, then the
+        cooldowns that end soonest, down to half the limit (so this runs once per
+        ``INBOX_LIMIT / 2`` new origins at most)."""
+        inbox = self.inbox
+        if wall is not None:
+            for origin in [o for o, (until, _) in inbox.items() if until <= wall]:
+                del inbox[origin]
+        if len(inbox) >= INBOX_LIMIT:
+            keep = sorted(inbox.items(), key=lambda item: item[1][0])[-(INBOX_LIMIT // 2):]
+            self.inbox = dict(keep)
 
     def take_inbox(self) -> None:
         """Apply the cooldowns received, as if this table had started them."""
