@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx as httpx_plain
 import pytest
 
 from tests.flavour import httpx, rt
@@ -308,3 +309,24 @@ def test_a_ratelimit_field_on_several_lines_is_read_whole(harness: Harness) -> N
     harness.send(transport)
     harness.send(transport)
     assert harness.waits == [3.0]
+
+
+def test_thousands_of_rate_limit_lines_are_read_only_so_far() -> None:
+    """A response with 4,000 RateLimit lines: the first ones are read (an exhausted quota
+    among them counts), those past the first few dozen are not (one there says nothing),
+    and a Retry-After after all of them still does."""
+    import retry_transport as plain_rt
+    from retry_transport._http import SIGNAL_LINES, scan
+
+    quiet = [("RateLimit", f'"q{i}";r=5;t=30') for i in range(4000)]
+    late = httpx_plain.Response(200, headers=[*quiet[:3000], ("RateLimit", '"x";r=0;t=30'),
+                                              *quiet[3000:], ("Retry-After", "7")])
+    found = scan(late, None)
+    assert found is not None
+    assert found["ratelimit"].count('"q') == SIGNAL_LINES  # the first lines, no more
+    assert '"x"' not in found["ratelimit"]
+    assert found["retry-after"] == "7"
+    early = httpx_plain.Response(200, headers=[("RateLimit", '"x";r=0;t=30'), *quiet])
+    transport = plain_rt.RetryTransport(httpx_plain.MockTransport(lambda request: early))
+    transport.handle_request(httpx_plain.Request("GET", "https://api.example.com/"))
+    assert list(transport._controller.cooldowns.until) == ["https://api.example.com:443"]

@@ -186,18 +186,28 @@ def encoded(name: str) -> bytes:
     return key
 
 
+#: The most signal header lines read from one response: what real APIs send is a handful,
+#: and a response with thousands of them must not cost thousands of parses.
+SIGNAL_LINES: Final = 64
+
+
 def scan(response: Response, verdict: str | None) -> dict[str, str] | None:
     """The response's signal headers by lower-case name, in one pass over the raw headers:
     the rate-limit ones, ``Retry-After``, ``retry-after-ms`` and ``verdict`` (the policy's
-    ``should_retry_header``, or ``None``); ``None`` when it has none."""
+    ``should_retry_header``, or ``None``); ``None`` when it has none. Of the rate-limit
+    lines, only those among the first ``SIGNAL_LINES`` signal lines are read."""
     name = None if verdict is None else _ENCODED.get(verdict) or encoded(verdict)
     found: dict[str, str] | None = None
     plain = PLAIN
+    lines = 0
     headers = getattr(response.headers, "_list", None)  # what items() reads, unless odd
     for _, key, value in headers if type(headers) is list else items(response):
         if key in plain and key != name:
             continue
         if key == name or not plain_name(key):
+            lines += 1
+            if lines > SIGNAL_LINES and key != name and key not in TIMING_HEADERS:
+                continue  # thousands of rate-limit lines: the first ones are read
             if found is None:
                 found = {}
             name_text, text = key.decode("latin-1"), value.decode("latin-1")
