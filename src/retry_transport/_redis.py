@@ -10,8 +10,9 @@ request waits for at most the socket timeout in all, electing locally when it is
 slot won too late, or whose answer was lost, is given back).
 
 Redis down, slow or gone: the thread notices (a command fails or times out), logs one
-WARNING, reconnects with backoff up to 2 s, then logs one INFO, reloads the current state
-and publishes again this process's events that are not over.
+WARNING ("Lost the store", or "Cannot reach the store" while it never connected), reconnects
+with backoff up to 2 s, then logs one INFO, reloads the current state and publishes again
+this process's events that are not over.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from ._store import EventKind, MemoryStore
 from ._validate import check_seconds
@@ -137,6 +138,23 @@ def _masked(field: str) -> str:
     return field
 
 
+def _check_database(url: str) -> None:
+    """A ``redis://`` or ``rediss://`` URL's path is its database number, or nothing:
+    redis-py reads any other path (``/abc``) as database 0 without a word."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return  # redis-py says what is wrong with it
+    if parts.scheme not in ("redis", "rediss"):
+        return
+    path = unquote(parts.path).strip("/")
+    if path and not (path.isascii() and path.isdigit()):
+        raise ValueError(
+            "url must name its database by number (redis://host:6379/0), got "
+            f"{_redacted(url)!r}"
+        )
+
+
 def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
@@ -176,7 +194,8 @@ class RedisStore(MemoryStore):
     Raises:
         ImportError: the ``redis`` package is missing (``pip install
             'retry-transport[redis]'``).
-        ValueError: an invalid argument (the message names it).
+        ValueError: an invalid argument (the message names it), such as a ``redis://``
+            URL whose database is not a number (``/abc``, which redis-py reads as 0).
     """
 
     def __init__(
@@ -199,6 +218,7 @@ class RedisStore(MemoryStore):
             ) from None
         if not isinstance(url, str) or not url.strip():
             raise ValueError(f"url must be a Redis URL, got {url!r}")
+        _check_database(url)
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix must be a non-empty string, got {prefix!r}")
         self.socket_timeout = check_seconds("socket_timeout", socket_timeout, high=3600)
@@ -248,6 +268,7 @@ class RedisStore(MemoryStore):
         self._tokens = itertools.count(1)  # next() on a count is atomic: no lock
         self._outbox: deque[Callable[[], object]] = deque(maxlen=_OUTBOX)
         self.connected = False
+        self._ever_connected = False  # since this start (a forked child starts again)
         self._lost_logged = False
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -439,11 +460,21 @@ class RedisStore(MemoryStore):
             self._lost(exc)
 
     def _lost(self, exc: BaseException) -> None:
-        if not self._lost_logged:
-            self._lost_logged = True
+        """Log, once until the connection is back, that Redis is lost (or, for a store that
+        never connected, out of reach)."""
+        if self._lost_logged:
+            return
+        self._lost_logged = True
+        if self._ever_connected:
             logger.warning(
                 "Lost the store at %s (%s): cooldowns and breaker transitions are not shared "
                 "until it is back; requests go on with what this process knows",
+                _redacted(self.url), type(exc).__name__,
+            )
+        else:
+            logger.warning(
+                "Cannot reach the store at %s (%s): cooldowns and breaker transitions are "
+                "not shared until it can; requests go on with what this process knows",
                 _redacted(self.url), type(exc).__name__,
             )
 
@@ -499,10 +530,17 @@ class RedisStore(MemoryStore):
                 self._attempt(functools.partial(self._send, kind, origin, until, extra))
         if self._lost_logged:
             self._lost_logged = False
-            logger.info(
-                "The store at %s is back: sharing cooldowns and breaker transitions again",
-                _redacted(self.url),
-            )
+            if self._ever_connected:
+                logger.info(
+                    "The store at %s is back: sharing cooldowns and breaker transitions again",
+                    _redacted(self.url),
+                )
+            else:
+                logger.info(
+                    "Reached the store at %s: sharing cooldowns and breaker transitions",
+                    _redacted(self.url),
+                )
+        self._ever_connected = True
         self._ready.set()
 
     def _load(self, kind: EventKind) -> None:

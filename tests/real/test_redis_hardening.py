@@ -157,3 +157,54 @@ def test_an_invalid_url_is_refused_without_showing_its_password(url: str) -> Non
         rt.RedisStore(url)
     message = str(refused.value)
     assert SECRET[:4] not in message and SECRET[4:] not in message, message
+
+
+# -- 5. what the store says of a Redis it never reached; databases by number ----------------
+
+
+def test_a_store_that_never_connected_cannot_reach_it_and_then_reaches_it(
+    stores: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store whose Redis is not up yet has lost nothing: it logs once that it cannot
+    reach it (it said "Lost the store"), and once that it reached it; a loss after that is
+    a loss."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    redis = RedisServer()  # its port, nobody listening yet
+    try:
+        store = stores(redis.url)
+        assert not store.connected
+        eventually(lambda: store_records(caplog, "Cannot reach the store at"), "logged")
+        redis.start()
+        eventually(lambda: store.connected, "connected", 8.0)
+        eventually(lambda: store_records(caplog, "Reached the store at"), "logged")
+        assert store_records(caplog, "Lost the store") == []
+        assert store_records(caplog, "is back") == []
+        redis.kill()
+        eventually(lambda: store_records(caplog, "Lost the store at"), "the loss logged")
+        cannot = store_records(caplog, "Cannot reach the store at")
+        reached = store_records(caplog, "Reached the store at")
+        assert [r.levelno for r in cannot] == [logging.WARNING]
+        assert [r.levelno for r in reached] == [logging.INFO]
+        assert f"redis://127.0.0.1:{redis.port}/0" in cannot[0].getMessage()
+        assert [r.levelno for r in store_records(caplog, "Lost the store")] == [logging.WARNING]
+    finally:
+        redis.stop()
+
+
+@pytest.mark.parametrize("path", ["/abc", "/db0", "/0/1", "/1.5", "/-1", "/ 1", "/%41"])
+def test_a_database_that_is_not_a_number_is_refused(path: str) -> None:
+    """redis-py reads such a path as database 0, without a word: the store refuses it
+    before it starts anything."""
+    redis_module()
+    before = store_thread_names()
+    with pytest.raises(ValueError, match="url") as refused:
+        rt.RedisStore(f"redis://127.0.0.1:{free_port()}{path}?password={SECRET}")
+    assert "database" in str(refused.value)
+    assert SECRET not in str(refused.value)
+    assert store_thread_names() == before
+
+
+@pytest.mark.parametrize("path", ["", "/", "/0", "/15", "/%31"])
+def test_a_database_by_number_or_none_is_taken(path: str) -> None:
+    redis_module()
+    rt.RedisStore(f"redis://127.0.0.1:{free_port()}{path}", connect_timeout=0.01).close()
