@@ -213,6 +213,11 @@ def test_global_instrumentor_with_the_hook(telemetry: Telemetry) -> None:
     finally:
         instrumentor.uninstrument()
     check_attempt_spans(telemetry)
+    for span in telemetry.spans():  # the hook redacts these spans' URL too
+        if span.kind is SpanKind.CLIENT:
+            attributes = span.attributes or {}
+            assert [attributes.get(name) for name in rt_otel.URL_ATTRIBUTES
+                    if name in attributes] == ["https://api.example.com/items"]
 
 
 class _Answering:
@@ -233,6 +238,107 @@ class _Answering:
 
     def close(self) -> None:
         pass
+
+
+# -- the URL on the spans --------------------------------------------------------------------
+
+SECRET_URL = "https://user:hunter2@api.example.com/v1/items;jsessionid=s3ss10n?token=t0ken#frag"
+REDACTED = "https://api.example.com/v1/items"
+SECRETS = ("user", "hunter2", "REDACTED", "jsessionid", "s3ss10n", "token", "t0ken", "frag")
+
+
+def check_redacted(telemetry: Telemetry, attempts: int = 3) -> None:
+    """Every client span's URL is the redacted one, and no attribute holds a secret."""
+    spans = [s for s in telemetry.spans() if s.kind is SpanKind.CLIENT]
+    assert len(spans) == attempts
+    for span in spans:
+        attributes = dict(span.attributes or {})
+        urls = {name: attributes[name] for name in rt_otel.URL_ATTRIBUTES if name in attributes}
+        assert urls and set(urls.values()) == {REDACTED}, attributes
+        for value in attributes.values():
+            assert not any(secret in str(value) for secret in SECRETS), attributes
+
+
+def test_sync_spans_carry_the_redacted_url(telemetry: Telemetry) -> None:
+    """The logs never showed the query string; the spans showed all of it (a token in the
+    query, a session in the path parameters, the fragment)."""
+    transport = rt.RetryTransport(httpx.MockTransport(statuses(503, 503, 200)),
+                                  sleep=lambda s: None)
+    rt_otel.instrument(transport, tracer_provider=telemetry.tracer_provider)
+    with httpx.Client(transport=transport) as client:
+        with telemetry.tracer.start_as_current_span("parent"):
+            assert client.get(SECRET_URL).status_code == 200
+    check_redacted(telemetry)
+    check_attempt_spans(telemetry)
+
+
+@pytest.mark.anyio
+async def test_async_spans_carry_the_redacted_url(telemetry: Telemetry) -> None:
+    transport = rt.AsyncRetryTransport(httpx.MockTransport(statuses(503, 503, 200)),
+                                       sleep=no_sleep)
+    rt_otel.instrument(transport, tracer_provider=telemetry.tracer_provider)
+    async with httpx.AsyncClient(transport=transport) as client:
+        with telemetry.tracer.start_as_current_span("parent"):
+            assert (await client.get(SECRET_URL)).status_code == 200
+    check_redacted(telemetry)
+    check_attempt_spans(telemetry)
+
+
+def test_a_failed_attempt_span_carries_the_redacted_url(telemetry: Telemetry) -> None:
+    def handler(request: Any) -> Any:
+        raise httpx.ConnectError("refused", request=request)
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), sleep=lambda s: None)
+    rt_otel.instrument(transport, tracer_provider=telemetry.tracer_provider)
+    with httpx.Client(transport=transport) as client, pytest.raises(httpx.ConnectError):
+        client.get(SECRET_URL)
+    check_redacted(telemetry)
+
+
+def test_stable_conventions_carry_the_redacted_url_too() -> None:
+    """Under OTEL_SEMCONV_STABILITY_OPT_IN=http/dup the instrumentation writes both url.full
+    and http.url (it reads the variable once per process, hence the subprocess)."""
+    import os
+    from pathlib import Path
+
+    code = f"""
+        import anyio
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+        import retry_transport.otel as rt_otel
+        from tests.flavour import MODULES
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        library, rt = MODULES[{_flavour.current()!r}]
+
+        def handler(request):
+            return library.Response(200)
+
+        sync = rt.RetryTransport(library.MockTransport(handler))
+        rt_otel.instrument(sync, tracer_provider=provider)
+        library.Client(transport=sync).get({SECRET_URL!r})
+
+        async def main():
+            transport = rt.AsyncRetryTransport(library.MockTransport(handler))
+            rt_otel.instrument(transport, tracer_provider=provider)
+            async with library.AsyncClient(transport=transport) as client:
+                await client.get({SECRET_URL!r})
+
+        anyio.run(main)
+        for span in exporter.get_finished_spans():
+            print(span.attributes["url.full"], span.attributes["http.url"])
+    """
+    env = {**os.environ, "OTEL_SEMCONV_STABILITY_OPT_IN": "http/dup"}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                            text=True, timeout=60, check=False, env=env,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"{REDACTED} {REDACTED}"] * 2
 
 
 # -- metrics ---------------------------------------------------------------------------------

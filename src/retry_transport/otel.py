@@ -13,7 +13,9 @@ opentelemetry-instrumentation-httpx for :func:`instrument`)::
 
 * :func:`instrument` puts the instrumentation's transport *inside* the retry transport, so
   every attempt gets its own client span under the caller's span, and each retry's span
-  carries ``http.request.resend_count`` (:func:`request_hook`).
+  carries ``http.request.resend_count`` (:func:`request_hook`). The span's URL is
+  redacted as the library's logs redact it: no userinfo, path parameters, query string or
+  fragment.
 * :func:`metrics_hook` counts retries, give-ups and breaker transitions from the
   transport's hooks.
 * :func:`observe` reports the transport's request counter and its budget's tokens.
@@ -39,10 +41,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from ._drivers import AsyncRetry, SyncRetry
+from ._http import redact_url
 from ._models import RetryEvent
 
 __all__ = [
     "RESEND_COUNT",
+    "URL_ATTRIBUTES",
     "async_request_hook",
     "instrument",
     "metrics_hook",
@@ -53,6 +57,10 @@ __all__ = [
 #: The span attribute a retry's span carries: how many times the request was sent before
 #: (1 on the first retry). OpenTelemetry's HTTP semantic conventions name it.
 RESEND_COUNT = "http.request.resend_count"
+
+#: The span attributes that hold the request's full URL: ``url.full`` (the stable HTTP
+#: semantic conventions) and ``http.url`` (the older ones, the instrumentation's default).
+URL_ATTRIBUTES = ("url.full", "http.url")
 
 _Transport = TypeVar("_Transport", SyncRetry[Any], AsyncRetry[Any])
 
@@ -68,16 +76,46 @@ def _resend_count(request_info: object) -> int | None:
     return None
 
 
+def _redact(span: Span, request_info: object) -> None:
+    """Write the span's URL attributes again, redacted (see :func:`request_hook`)."""
+    url = getattr(request_info, "url", None)
+    try:
+        redacted = redact_url(url)
+    except (AttributeError, TypeError, UnicodeError):
+        return  # no URL of httpx or httpx2: nothing this hook can read
+    attributes = getattr(span, "attributes", None)
+    if isinstance(attributes, Mapping):
+        names = [name for name in URL_ATTRIBUTES if name in attributes]
+    else:  # a span that cannot be read: the stable attribute
+        names = [URL_ATTRIBUTES[0]]
+    for name in names:
+        span.set_attribute(name, redacted)
+
+
 def request_hook(span: Span, request_info: Any) -> None:
     """A request hook for opentelemetry-instrumentation-httpx's sync transports and
-    instrumentors: sets ``http.request.resend_count`` on the span of every retry.
+    instrumentors: redacts the span's URL and sets ``http.request.resend_count`` on the
+    span of every retry.
+
+    The instrumentation records the full URL (``url.full``, or ``http.url`` under the older
+    conventions) with its query string and fragment, which may hold secrets (tokens,
+    signatures); OpenTelemetry's HTTP conventions ask that credentials and sensitive query
+    values stay out of it. The hook writes it again as the library's logs and hook events
+    spell it: scheme, host, port and path, without userinfo, path parameters
+    (``;jsessionid=...``), query string or fragment. (The span starts with the
+    instrumentation's value: a span processor's ``on_start`` sees that one, an exporter
+    only the redacted one.)
 
     ``request_info`` is the instrumentation's ``RequestInfo`` (or anything with an
-    ``extensions`` mapping, such as a request); a retry transport marks each retry with
-    ``extensions["retry_attempt"]`` (2 for the first retry). A first try gets nothing.
+    ``extensions`` mapping and an httpx or httpx2 ``url``, such as a request); a retry
+    transport marks each retry with ``extensions["retry_attempt"]`` (2 for the first
+    retry). A first try gets no resend count.
     """
+    if not span.is_recording():
+        return
+    _redact(span, request_info)
     count = _resend_count(request_info)
-    if count is not None and span.is_recording():
+    if count is not None:
         span.set_attribute(RESEND_COUNT, count)
 
 
@@ -106,7 +144,8 @@ def instrument(
     opentelemetry-instrumentation-httpx's transport, with :func:`request_hook`.
 
     Each attempt then gets its own client span (a child of whatever span is current when
-    the request is made), and retries carry ``http.request.resend_count``. Works on a
+    the request is made), whose URL is redacted (see :func:`request_hook`), and retries
+    carry ``http.request.resend_count``. Works on a
     ``RetryTransport`` or an ``AsyncRetryTransport`` of either flavour; calling it again on
     the same transport changes nothing. Returns ``transport``.
 
