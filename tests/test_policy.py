@@ -95,6 +95,16 @@ def test_invalid_values_raise_value_error_naming_the_field(field: str, value: An
         rt.RetryPolicy(**{field: value})
 
 
+@pytest.mark.parametrize("value", [0, 0.0, -1, -0.5, float("-inf")])
+def test_a_deadline_that_is_not_positive_gets_one_message(value: float) -> None:
+    """0 and -1 used to be refused with two messages (">= 0" for -1, "> 0" for 0)."""
+    with pytest.raises(ValueError) as caught:
+        rt.RetryPolicy(deadline=value)
+    assert str(caught.value) == (
+        f"deadline must be a number of seconds > 0 and <= 1e+09, or None, got {value!r}"
+    )
+
+
 def test_replace_rejects_unknown_fields() -> None:
     """A typo in a field name is an error, not a silent no-op."""
     with pytest.raises(ValueError, match="max_attempt"):

@@ -33,9 +33,7 @@ DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PU
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
-def _number(name: str, value: object, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
+def _number(name: str, value: object) -> float:
     return check_seconds(name, value, zero=True)
 
 
@@ -75,8 +73,8 @@ class RetryPolicy:
         respect_retry_after: wait at least what a ``Retry-After`` header asks. Default True.
         max_retry_after: the longest ``Retry-After`` honoured, seconds; a longer one stops at
             once and returns the response. Default 60.0.
-        deadline: seconds for the whole operation, waits and retries included; ``None``
-            (default) for no deadline.
+        deadline: seconds for the whole operation, waits and retries included, > 0;
+            ``None`` (default) for no deadline.
         retry_body_errors: read the response body inside the retry loop, so that an error
             while reading it (a connection dropped mid-body) is retried like any transient
             failure. Default False: responses stream as usual.
@@ -158,10 +156,8 @@ class RetryPolicy:
                            ("respect_rate_limits", respect_rate_limits)):
             set_(self, name, check_flag(name, flag))
         set_(self, "max_retry_after", _number("max_retry_after", max_retry_after))
-        checked = _number("deadline", deadline, allow_none=True)
-        if checked is not None and checked <= 0:
-            raise ValueError(f"deadline must be > 0 seconds or None, got {deadline!r}")
-        set_(self, "deadline", checked)
+        set_(self, "deadline", None if deadline is None
+             else check_seconds("deadline", deadline, or_none=True))
         buffer = max_body_buffer
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
             raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")

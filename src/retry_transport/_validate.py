@@ -39,14 +39,22 @@ def _is_number(value: object) -> bool:
 
 
 def check_seconds(
-    name: str, value: object, *, zero: bool = False, high: float = MAX_SECONDS
+    name: str, value: object, *, zero: bool = False, high: float = MAX_SECONDS,
+    or_none: bool = False,
 ) -> float:
-    """A finite number of seconds, > 0 (``>= 0`` with ``zero``) and at most ``high``."""
+    """A finite number of seconds, > 0 (``>= 0`` with ``zero``) and at most ``high``.
+
+    ``or_none``: the caller takes ``None`` too (and checks it first), so the message says so.
+    """
     if not _is_number(value) or not (
         (0 <= value if zero else 0 < value) and value <= high  # type: ignore[operator]
     ):
         low = ">= 0" if zero else "> 0"
-        raise ValueError(f"{name} must be a number of seconds {low} and <= {high:g}, got {value!r}")
+        alternative = ", or None" if or_none else ""
+        raise ValueError(
+            f"{name} must be a number of seconds {low} and <= {high:g}{alternative}, "
+            f"got {value!r}"
+        )
     return float(value)  # type: ignore[arg-type]
 
 
