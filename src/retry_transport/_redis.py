@@ -338,7 +338,9 @@ class RedisStore(MemoryStore):
             separators=(",", ":"),
         )
         if kind == "close":
-            pipe = self._redis.pipeline(transaction=True)
+            # Not a transaction: a Redis out of memory refuses every command queued in
+            # one, and a read-only replica the DEL; the PUBLISH gets through all the same.
+            pipe = self._redis.pipeline(transaction=False)
             pipe.delete(self._key("open", origin))
             pipe.publish(self._channel, message)
             pipe.execute()
@@ -361,7 +363,9 @@ class RedisStore(MemoryStore):
         self._elections.put(election)
         answer = election.wait(self.socket_timeout)  # None: too late, the elector frees it
         if not isinstance(answer, int):
-            if isinstance(answer, BaseException):
+            if isinstance(answer, self._refusals):
+                self._refused(answer)  # Redis answered: the connection is fine
+            elif isinstance(answer, BaseException):
                 self._trouble(answer)
             return super()._elect(origin, slots, holder, period)
         if answer < 0:
@@ -420,13 +424,14 @@ class RedisStore(MemoryStore):
                 self._outbox.append(self._send_releases)
 
     def _send_releases(self) -> None:
-        """Free the probe slots given back (on the store's thread)."""
+        """Free the probe slots given back (on the store's thread); one Redis refuses is
+        dropped (its lease frees it)."""
         while True:
             with self._lock:
                 if not self._releases:
                     return
                 key, token = self._releases[0]
-            self._release_script(keys=[key], args=[token])
+            self._attempt(functools.partial(self._release_script, keys=[key], args=[token]))
             with self._lock:
                 if self._releases and self._releases[0] == (key, token):
                     self._releases.pop(0)
@@ -446,12 +451,19 @@ class RedisStore(MemoryStore):
         try:
             command()
         except self._refusals as exc:
-            if not self._refusal_logged:
-                self._refusal_logged = True
-                logger.warning(
-                    "The store at %s refused a write (%s: %s): what this process learns may "
-                    "not reach the others", _redacted(self.url), type(exc).__name__, exc,
-                )
+            self._refused(exc)
+
+    def _refused(self, exc: BaseException) -> None:
+        """Redis answered a write with an error (out of memory under ``noeviction``, a
+        read-only replica): the write is dropped, the connection kept. Logged once per
+        store."""
+        if not self._refusal_logged:
+            self._refusal_logged = True
+            logger.warning(
+                "The store at %s refused a write (%s: %s): what this process learns may "
+                "not reach the others; the store stays connected and goes on",
+                _redacted(self.url), type(exc).__name__, exc,
+            )
 
     def _trouble(self, exc: BaseException) -> None:
         """A command failed: Redis is lost until the thread reconnects."""

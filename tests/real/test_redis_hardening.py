@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 import retry_transport as rt
@@ -157,6 +158,80 @@ def test_an_invalid_url_is_refused_without_showing_its_password(url: str) -> Non
         rt.RedisStore(url)
     message = str(refused.value)
     assert SECRET[:4] not in message and SECRET[4:] not in message, message
+
+
+# -- 3. a Redis that refuses writes is not a lost Redis -----------------------------------
+
+#: How long the refusing Redis is worked: some 20 half-open elections, each refused.
+REFUSING_RUN = 1.5
+
+
+def fill(watcher: Any) -> None:
+    """Write to a Redis under ``maxmemory`` and ``noeviction`` until it refuses."""
+    errors = redis_module().exceptions
+    for n in range(200):
+        try:
+            watcher.set(f"filler:{n}", "x" * 100_000)
+        except errors.OutOfMemoryError:
+            return
+    raise AssertionError("Redis never refused a write")
+
+
+def test_a_redis_refusing_writes_is_not_a_lost_connection(
+    stores: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis started with ``maxmemory 1mb`` and ``noeviction``, full: each half-open
+    election (a SET in a script), cooldown and opening the store writes is refused with an
+    OOM error. One WARNING says so and why; the store stays connected, never logs a loss or
+    a return, never reconnects. (A refused election was taken for a lost connection: 65
+    losses, 64 returns and 66 reconnections in 10 s.)"""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    redis = RedisServer(None, "--maxmemory", "1mb", "--maxmemory-policy", "noeviction").start()
+    watcher = redis.client()
+    try:
+        fill(watcher)
+        store = stores(redis.url)
+        assert store.connected
+        connections = int(watcher.info("stats")["total_connections_received"])
+        breaker = rt.CircuitBreaker(store=store, min_requests=1, break_duration=0.05)
+
+        down = iter(range(10**6))
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            if request.url.host == "down.test":  # fails, then its probe succeeds: again
+                return httpx.Response(503 if next(down) % 2 == 0 else 200)
+            return httpx.Response(429, headers={"Retry-After": "1"})
+
+        transport = rt.RetryTransport(httpx.MockTransport(answer), store=store,
+                                      breaker=breaker, max_attempts=1)
+        disconnected = sent = 0
+        with httpx.Client(transport=transport) as client:
+            end = time.monotonic() + REFUSING_RUN
+            while time.monotonic() < end:
+                sent += 1
+                for url in ("http://down.test/", f"http://cool-{sent}.test/"):
+                    try:
+                        client.get(url)
+                    except (rt.CircuitOpenError, rt.CooldownError):
+                        pass
+                disconnected += not store.connected
+                time.sleep(0.02)
+        probes = store_records(caplog, "sending a probe")
+        assert len(probes) >= 5, "too few half-open elections to tell"
+        assert disconnected == 0, f"disconnected at {disconnected} of {sent} looks"
+        for text in ("Lost the store", "is back", "Cannot reach", "Reached the store"):
+            assert store_records(caplog, text) == [], text
+        refused = store_records(caplog, "refused a write")
+        assert [r.levelno for r in refused] == [logging.WARNING]
+        assert "OutOfMemoryError" in refused[0].getMessage()
+        assert "maxmemory" in refused[0].getMessage()  # Redis's reason, told
+        # The connections it had (the subscription, the commands, perhaps one more for an
+        # election while the thread wrote): none was dropped and made again.
+        assert int(watcher.info("stats")["total_connections_received"]) - connections <= 1
+        assert store.connected
+    finally:
+        watcher.close()
+        redis.stop()
 
 
 # -- 5. what the store says of a Redis it never reached; databases by number ----------------
