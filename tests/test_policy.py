@@ -95,6 +95,29 @@ def test_invalid_values_raise_value_error_naming_the_field(field: str, value: An
         rt.RetryPolicy(**{field: value})
 
 
+@pytest.mark.parametrize("name", [
+    "Content-Type", "content-encoding", "Content-Language", "Content-Length",
+    "Transfer-Encoding", "Host", "Authorization", "Proxy-Authorization", "Cookie", "Accept",
+    "Accept-Encoding", "User-Agent", "Date", "Cache-Control", "Connection", "Expect",
+])
+def test_the_idempotency_header_is_no_header_http_defines(name: str) -> None:
+    """Ordinary requests carry these for reasons of their own: as the idempotency header,
+    every POST with a body (Content-Type) or with credentials (Authorization) would count as
+    keyed and be retried. Refused however the policy is made."""
+    message = f"idempotency_header must not be '{name}'"
+    with pytest.raises(ValueError, match=message):
+        rt.RetryPolicy(idempotency_header=name)
+    with pytest.raises(ValueError, match=message):
+        rt.RetryPolicy().replace(idempotency_header=name)
+    with pytest.raises(ValueError, match=message):
+        rt.RetryPolicy().with_override({"idempotency_header": name})
+
+
+def test_an_idempotency_header_of_its_own_is_kept() -> None:
+    for name in ("Idempotency-Key", "X-Request-Id", "X-Idempotency-Token", None):
+        assert rt.RetryPolicy(idempotency_header=name).idempotency_header == name
+
+
 @pytest.mark.parametrize("value", [0, 0.0, -1, -0.5, float("-inf")])
 def test_a_deadline_that_is_not_positive_gets_one_message(value: float) -> None:
     """0 and -1 used to be refused with two messages (">= 0" for -1, "> 0" for 0)."""

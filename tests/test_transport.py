@@ -853,6 +853,75 @@ def test_bad_transport_options_name_the_field(
         cls(**kwargs)
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("kwargs", [
+    {"attempt_header": "Idempotency-Key"},
+    {"attempt_header": "idempotency-key", "idempotency_header": None},
+    {"attempt_header": "X-Key", "idempotency_header": "x-key"},
+    {"attempt_header": "X-KEY", "policy": "X-Key"},
+], ids=["default-key", "key-without-opt-in", "keyword", "policy"])
+def test_the_attempt_header_may_not_be_a_key(transport: str, kwargs: dict[str, Any]) -> None:
+    """attempt_header="Idempotency-Key" sent an unkeyed POST three times, keyed 1, 2, 3: the
+    idempotency header in effect (in any case), and Idempotency-Key itself, are refused."""
+    kwargs = dict(kwargs)
+    if "policy" in kwargs:
+        kwargs["policy"] = rt.RetryPolicy(idempotency_header=kwargs["policy"])
+    with pytest.raises(ValueError, match="attempt_header"):
+        getattr(rt, transport)(**kwargs)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("name", [
+    "Content-Length", "transfer-encoding", "HOST", "Connection", "Upgrade", "TE", "Trailer",
+    "Keep-Alive", "Proxy-Connection", "Expect", "Authorization", "Proxy-Authorization",
+    "Cookie", "Content-Type", "User-Agent", "If-Match", "Range",
+])
+def test_the_attempt_header_may_not_be_one_http_defines(transport: str, name: str) -> None:
+    """The attempt number replaces the header's value: Content-Length: 1 corrupts the
+    request, Authorization: 1 drops the credentials. Refused at construction."""
+    with pytest.raises(ValueError, match=f"attempt_header must not be '{name}'"):
+        getattr(rt, transport)(attempt_header=name)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("name", ["Content-Type", "authorization", "Accept", "User-Agent",
+                                  "Content-Length", "Host", "Cookie", "Date"])
+def test_the_idempotency_header_may_not_be_one_http_defines(transport: str, name: str) -> None:
+    """idempotency_header="Content-Type" made every POST with a body "keyed", and retried."""
+    with pytest.raises(ValueError, match=f"idempotency_header must not be '{name}'"):
+        getattr(rt, transport)(idempotency_header=name)
+
+
+@pytest.mark.parametrize("override", [
+    {"idempotency_header": "Content-Type"},
+    {"idempotency_header": "x-attempt"},
+    "policy",
+], ids=["http-header", "attempt-header", "policy"])
+def test_an_override_may_not_make_any_request_keyed(harness: Harness, override: Any) -> None:
+    """A per-request idempotency header that every attempt carries (the attempt header, or
+    one HTTP defines) is refused before anything is counted or sent."""
+    if override == "policy":
+        override = rt.RetryPolicy(idempotency_header="X-ATTEMPT")
+    handler, seen = script(503, 200)
+    transport = harness.transport(handler, attempt_header="X-Attempt")
+    with pytest.raises(ValueError, match="idempotency_header"):
+        harness.send(transport, "POST", content=b"order", extensions={"retry": override},
+                     headers={"Content-Type": "text/plain"})
+    assert seen == []
+    assert transport.stats.requests == 0
+
+
+def test_an_attempt_header_of_its_own_numbers_an_unkeyed_post_once(harness: Harness) -> None:
+    """What stays allowed: a header of its own numbers the attempts, and an unkeyed POST is
+    still sent once, under the default idempotency header or another."""
+    for kwargs in ({}, {"idempotency_header": "X-Request-Id"}, {"idempotency_header": None}):
+        handler, seen = script(503, 200)
+        transport = harness.transport(handler, attempt_header="X-Attempt", **kwargs)
+        response = harness.send(transport, "POST", content=b"order")
+        assert response.status_code == 503 and stop_reason(response) == "unsafe_method"
+        assert [r.headers["x-attempt"] for r in seen] == ["1"]
+
+
 def test_wrong_kind_of_inner_transport() -> None:
     """A sync retry transport over an async transport (or the reverse) fails at once."""
     with pytest.raises(ValueError, match="AsyncRetryTransport"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -25,7 +25,13 @@ from ._core import DRAIN_MAX_SECONDS, RetryCall, plain_final, plain_first
 from ._flavour import Flavour, Request, Response
 from ._models import RetryStats
 from ._observe import RetryHook
-from ._options import DEFAULT_BUDGET, BudgetArg, TransportOptions, configure
+from ._options import (
+    DEFAULT_BUDGET,
+    BudgetArg,
+    TransportOptions,
+    check_attempt_header,
+    configure,
+)
 from ._policy import RetryPolicy
 from ._store import MemoryStore
 from ._validate import is_async_function
@@ -52,6 +58,23 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._controller = Controller(policy, flavour=flavour, settings=settings,
                                     clock=settings.clock or clock)
     driver._transport = transport
+
+
+def _start(controller: Controller, request: Request) -> RetryCall:
+    """The request's :class:`RetryCall`; with ``attempt_header``, a per-request override
+    naming it as the idempotency header is refused first (``ValueError``), before anything is
+    counted or sent."""
+    header = controller.attempt_header
+    if header is not None:
+        override = request.extensions.get("retry")
+        name: object = None
+        if isinstance(override, RetryPolicy):
+            name = override.idempotency_header
+        elif isinstance(override, Mapping):
+            name = override.get("idempotency_header")
+        if isinstance(name, str):
+            check_attempt_header(header, name, "the request's extensions['retry']")
+    return RetryCall(controller, request)
 
 
 def _buffer(response: Response, limit: int, flavour: Flavour) -> bool:
@@ -202,7 +225,14 @@ class SyncRetry(_Common, Generic[_Sync]):
                 Only safe with servers that deduplicate by key. Default False.
             attempt_header: a header name (such as ``"x-attempt"``): every attempt, the
                 first included, carries its 1-based number in it, so servers and proxies can
-                tell a retry from a first try. Default ``None``: no header.
+                tell a retry from a first try. Default ``None``: no header. Refused
+                (``ValueError``), in any case: the policy's ``idempotency_header`` (or a
+                request override's), ``Idempotency-Key``, and every request header HTTP
+                itself defines, whose value the number would replace (framing, routing,
+                credentials, representation metadata, negotiation, request context,
+                caching, conditions: ``Content-Length``, ``Host``, ``Authorization``...;
+                the list and its RFC 9110, 9111 and 9112 sections:
+                ``retry_transport._validate.HTTP_FIELDS``).
             rng: a ``random.Random`` for the jitter (seed it for reproducible waits).
             sleep: the function that waits, given seconds. Default ``time.sleep``.
             clock: a monotonic clock in seconds, for deadlines and cooldowns. Default
@@ -228,7 +258,7 @@ class SyncRetry(_Common, Generic[_Sync]):
     def handle_request(self, request: Request) -> Response:
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else RetryCall(controller, request)
+        call = None if plain_first(controller, request) else _start(controller, request)
         stream = request.stream
         try:
             wait = None if call is None else call.wait
@@ -333,7 +363,7 @@ class AsyncRetry(_Common, Generic[_Async]):
     async def handle_async_request(self, request: Request) -> Response:
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else RetryCall(controller, request)
+        call = None if plain_first(controller, request) else _start(controller, request)
         stream = request.stream
         try:
             wait = None if call is None else call.wait

@@ -25,7 +25,12 @@ from ._flavour import Flavour
 from ._observe import RetryHook
 from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy
 from ._store import MemoryStore
-from ._validate import check_callable, check_flag, check_hooks
+from ._validate import (
+    ATTEMPT_HEADER_REFUSED,
+    check_callable,
+    check_flag,
+    check_hooks,
+)
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -34,6 +39,7 @@ __all__ = [
     "BudgetArg",
     "Settings",
     "TransportOptions",
+    "check_attempt_header",
     "configure",
 ]
 
@@ -120,9 +126,35 @@ def _instance(name: str, kind: type[Any], spelt: str) -> Callable[[object], Any]
 
 
 def _header(value: object) -> str | None:
-    if value is not None and (not isinstance(value, str) or not _TOKEN.fullmatch(value)):
+    """A header name of its own (never one of ``ATTEMPT_HEADER_REFUSED``), or ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise ValueError(f"attempt_header must be a header name or None, got {value!r}")
+    role = ATTEMPT_HEADER_REFUSED.get(value.lower())
+    if role is not None:
+        raise ValueError(
+            f"attempt_header must not be {value!r}, {role}: the attempt number would replace "
+            "its value; name a header of its own, such as 'X-Attempt'"
+        )
     return value
+
+
+def check_attempt_header(attempt_header: str | None, idempotency_header: str | None,
+                         where: str = "the policy's") -> None:
+    """Refuse an ``attempt_header`` that is the idempotency header in effect (any case):
+    every attempt would carry a key (1, 2, 3...), so an unkeyed request would be retried, and
+    under a new key each time. ``where`` says whose idempotency header it is."""
+    if (
+        attempt_header is not None
+        and idempotency_header is not None
+        and attempt_header.lower() == idempotency_header.lower()
+    ):
+        raise ValueError(
+            f"attempt_header must not be {where} idempotency_header ({idempotency_header!r}):"
+            " every attempt would carry its number as a key, so a request sent without a key"
+            " would be retried, under a new key each time"
+        )
 
 
 def _rng(value: object) -> random.Random:
@@ -167,7 +199,8 @@ class Settings:
         False, lambda value: check_flag("auto_idempotency_key", value),
         "give unsafe requests a fresh `Idempotency-Key`")
     attempt_header: str | None = option(
-        None, _header, "a header carrying each attempt's 1-based number, the first included")
+        None, _header, "a header carrying each attempt's 1-based number, the first included "
+        "(never one HTTP defines, nor the idempotency header)")
     rng: random.Random = option(
         None, _rng, "the jitter's random source (seed it to reproduce waits)")
     sleep: Callable[[float], object] | None = option(
@@ -225,9 +258,9 @@ def _checked(transport_kwargs: dict[str, Any], flavour: Flavour) -> dict[str, An
 
 def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
               retry_types: tuple[type[Any], ...]) -> tuple[RetryPolicy, Settings, Any]:
-    """What both drivers' constructors do, given their ``locals()``: check every option,
-    make the policy, and check (or build) the inner transport of the flavour and the kind
-    (sync or async)."""
+    """What both drivers' constructors do, given their ``locals()``: check every option (and
+    ``attempt_header`` against the policy), make the policy, and check (or build) the inner
+    transport of the flavour and the kind (sync or async)."""
     transport = values["transport"]
     if isinstance(transport, retry_types):
         raise ValueError(
@@ -239,6 +272,7 @@ def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
     policy = settings.policy if settings.policy is not None else RetryPolicy()
     if policy_fields:
         policy = policy.replace(**policy_fields)
+    check_attempt_header(settings.attempt_header, policy.idempotency_header)
     base, build = (
         (flavour.sync_base, flavour.sync_transport) if sync
         else (flavour.async_base, flavour.async_transport)

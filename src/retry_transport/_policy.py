@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
-from ._validate import check_flag, check_seconds
+from ._validate import HTTP_FIELDS, check_flag, check_seconds
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
@@ -35,6 +35,22 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 def _number(name: str, value: object) -> float:
     return check_seconds(name, value, zero=True)
+
+
+def _idempotency_header(header: object) -> str | None:
+    """A header name of its own, or ``None``: never one HTTP defines (``HTTP_FIELDS``)."""
+    if header is None:
+        return None
+    if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+        raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
+    role = HTTP_FIELDS.get(header.lower())
+    if role is not None:
+        raise ValueError(
+            f"idempotency_header must not be {header!r}, {role}: requests carry it for "
+            "reasons of their own, and every one that did would count as keyed and be "
+            "retried; name a header of its own, such as 'Idempotency-Key'"
+        )
+    return header
 
 
 #: The lowest and highest status ``retry_statuses`` may hold: a retry may fix a client or a
@@ -63,7 +79,11 @@ class RetryPolicy:
             methods GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
         idempotency_header: a request with any other method is retried only when it carries
             this header with a non-empty value. Default ``"Idempotency-Key"``; ``None`` turns
-            the opt-in off.
+            the opt-in off. A header HTTP itself defines is refused, since requests carry
+            it for reasons of their own: framing, routing, credentials, representation
+            metadata, negotiation, request context, caching and conditions
+            (``Content-Type``, ``Authorization``, ``Accept``, ``User-Agent``...; the list,
+            from RFC 9110, 9111 and 9112: ``retry_transport._validate.HTTP_FIELDS``).
         base_delay: the first backoff step, seconds. Default 0.1.
         max_delay: the largest backoff, seconds. Default 20.0.
         jitter: ``"full"`` (default): ``uniform(0, min(max_delay, base_delay * 2**n))``;
@@ -141,10 +161,7 @@ class RetryPolicy:
         set_(self, "max_attempts", max_attempts)
         set_(self, "retry_statuses", _statuses(retry_statuses))
         set_(self, "retry_methods", _methods(retry_methods))
-        header = idempotency_header
-        if header is not None and (not isinstance(header, str) or not _TOKEN.fullmatch(header)):
-            raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
-        set_(self, "idempotency_header", header)
+        set_(self, "idempotency_header", _idempotency_header(idempotency_header))
         set_(self, "base_delay", _number("base_delay", base_delay))
         set_(self, "max_delay", _number("max_delay", max_delay))
         if not isinstance(jitter, str) or jitter not in _JITTERS:

@@ -1,5 +1,5 @@
 """The checks every constructor shares: one statement of "a number of seconds", of "a count",
-of "a callable", of "hooks".
+of "a callable", of "hooks", of the header names HTTP keeps for itself.
 
 Each check returns the value as it is kept, or raises ``ValueError`` naming the argument, so
 that a bad configuration fails where it is written, never on the first request.
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 __all__ = [
+    "ATTEMPT_HEADER_REFUSED",
+    "HTTP_FIELDS",
     "MAX_SECONDS",
     "check_callable",
     "check_count",
@@ -98,6 +100,64 @@ def is_async_function(function: object) -> bool:
     return inspect.iscoroutinefunction(function) or (
         callable(function) and inspect.iscoroutinefunction(type(function).__call__)
     )
+
+
+# -- header names ---------------------------------------------------------------------------
+
+
+def _fields(groups: Mapping[str, str]) -> Mapping[str, str]:
+    return {name: role for role, names in groups.items() for name in names.split()}
+
+
+#: The request header fields HTTP itself defines, lower-case, each with what it is for. Every
+#: one has a meaning of its own that the client, the client's HTTP library, proxies and
+#: servers act on, and ordinary requests carry many of them whatever their method:
+#:
+#: * framing and connection management: RFC 9112 sections 6.1 and 6.2 (``Transfer-Encoding``,
+#:   ``Content-Length``), RFC 9110 sections 6.6.2 (``Trailer``), 7.6.1 (``Connection``, and
+#:   the connection-specific ``Keep-Alive`` and ``Proxy-Connection`` it names), 7.8
+#:   (``Upgrade``), 10.1.1 (``Expect``) and 10.1.4 (``TE``);
+#: * routing: RFC 9110 sections 7.2, 7.6.2 and 7.6.3 (``Host``, ``Max-Forwards``, ``Via``),
+#:   RFC 7239 (``Forwarded``);
+#: * credentials: RFC 9110 sections 11.6.2 and 11.7.2 (``Authorization``,
+#:   ``Proxy-Authorization``), RFC 6265 section 5.4 (``Cookie``);
+#: * representation metadata: RFC 9110 sections 8.3 to 8.5, 8.7 and 14.4 (``Content-Type``,
+#:   ``Content-Encoding``, ``Content-Language``, ``Content-Location``, ``Content-Range``);
+#: * content negotiation: RFC 9110 section 12.5 (``Accept``, ``Accept-Charset``,
+#:   ``Accept-Encoding``, ``Accept-Language``);
+#: * request context: RFC 9110 sections 6.6.1, 10.1.2, 10.1.3 and 10.1.5 (``Date``, ``From``,
+#:   ``Referer``, ``User-Agent``);
+#: * caching: RFC 9111 sections 5.2 and 5.4 (``Cache-Control``, ``Pragma``);
+#: * conditions and ranges: RFC 9110 sections 13.1 and 14.2 (``If-Match``, ``If-None-Match``,
+#:   ``If-Modified-Since``, ``If-Unmodified-Since``, ``If-Range``, ``Range``).
+#:
+#: Neither the ``idempotency_header`` (whose presence opts a request into retries) nor the
+#: ``attempt_header`` (whose value the transport overwrites) may be one of them.
+HTTP_FIELDS: Final[Mapping[str, str]] = _fields({
+    "an HTTP header for message framing and connection management (RFC 9112, RFC 9110)":
+        "content-length transfer-encoding te trailer connection keep-alive proxy-connection"
+        " upgrade expect",
+    "an HTTP header for routing (RFC 9110, RFC 7239)": "host max-forwards via forwarded",
+    "an HTTP header for credentials (RFC 9110, RFC 6265)":
+        "authorization proxy-authorization cookie",
+    "an HTTP header of representation metadata (RFC 9110)":
+        "content-type content-encoding content-language content-location content-range",
+    "an HTTP header for content negotiation (RFC 9110)":
+        "accept accept-charset accept-encoding accept-language",
+    "an HTTP header of request context (RFC 9110)": "date from referer user-agent",
+    "an HTTP header for caching (RFC 9111)": "cache-control pragma",
+    "an HTTP header for conditional and range requests (RFC 9110)":
+        "if-match if-none-match if-modified-since if-unmodified-since if-range range",
+})
+
+#: The names ``attempt_header`` may not take: :data:`HTTP_FIELDS` and ``Idempotency-Key``
+#: (the IETF httpapi draft's key: a server that deduplicates by it would take every
+#: request's first attempt, numbered 1, for one operation). The idempotency header the
+#: policy names is refused as well (:func:`~._options.check_attempt_header`).
+ATTEMPT_HEADER_REFUSED: Final[Mapping[str, str]] = {
+    **HTTP_FIELDS,
+    "idempotency-key": "the key of the IETF Idempotency-Key draft, which servers deduplicate by",
+}
 
 
 def check_hooks(value: Iterable[Callable[..., object]] | Callable[..., object] | None,
