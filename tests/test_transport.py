@@ -5,12 +5,17 @@ asyncio and on trio (the ``harness`` fixture), with virtual time and a seeded ra
 from __future__ import annotations
 
 import builtins
+import functools
+import gc
 import io
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+import time
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.flavour import httpx, rt
@@ -1017,6 +1022,29 @@ def test_contact_may_carry_a_display_name(harness: Harness) -> None:
 # -- misuse that used to fail late or silently -------------------------------------------
 
 
+def _plain_sleep(seconds: float) -> None:
+    pass
+
+
+class _Sleeper:
+    def nap(self, seconds: float) -> None:
+        pass
+
+
+@pytest.mark.parametrize("bad", [
+    time.sleep, [].append, _plain_sleep, _Sleeper().nap, functools.partial(time.sleep),
+    functools.partial(_plain_sleep), lambda seconds: anyio.sleep(seconds),
+], ids=["time.sleep", "list.append", "def", "method", "partial-builtin", "partial-def",
+        "lambda"])
+def test_a_plain_sleep_is_refused_by_the_async_transport(bad: Any) -> None:
+    """AsyncRetryTransport(sleep=time.sleep) would block the event loop for the whole wait,
+    then fail: a function that is not async is refused at construction, naming sleep (a
+    lambda too, even one that returns a coroutine: the kind is what the function is)."""
+    with pytest.raises(ValueError, match="sleep must be an async function"):
+        rt.AsyncRetryTransport(sleep=bad)
+    rt.RetryTransport(sleep=bad)  # the right kind for the sync transport
+
+
 def test_a_coroutine_sleep_is_refused_by_the_sync_transport() -> None:
     """RetryTransport(sleep=asyncio.sleep) would never wait: refused at construction."""
     import asyncio
@@ -1025,25 +1053,82 @@ def test_a_coroutine_sleep_is_refused_by_the_sync_transport() -> None:
         async def __call__(self, seconds: float) -> None:
             pass
 
-    for bad in (asyncio.sleep, AsyncSleeper()):
+        async def nap(self, seconds: float) -> None:
+            pass
+
+    for bad in (asyncio.sleep, AsyncSleeper(), AsyncSleeper().nap,
+                functools.partial(anyio.sleep)):
         with pytest.raises(ValueError, match="sleep must be a plain function"):
             rt.RetryTransport(sleep=bad)  # type: ignore[arg-type]
+        rt.AsyncRetryTransport(sleep=bad)  # the right kind for the async transport
+
+
+class _Recorder:
+    """A sleep whose kind cannot be told from it (a plain ``__call__``): records what it is
+    given and returns what ``result`` makes of it."""
+
+    def __init__(self, result: Callable[[float], object] = lambda seconds: None) -> None:
+        self.given: list[float] = []
+        self.result = result
+
+    def __call__(self, seconds: float) -> Any:
+        self.given.append(seconds)
+        return self.result(seconds)
+
+
+def test_a_sleep_returning_an_awaitable_is_refused_by_the_sync_transport_at_once() -> None:
+    """A sync transport given a sleep that returns a coroutine never waited, yet reported
+    the waits. Now its first request raises TypeError before anything is sent or reported,
+    and the coroutine is closed, so no "never awaited" warning follows."""
+    handler, seen = script(503, 503, 200)
+    events: list[rt.RetryEvent] = []
+    sleep = _Recorder(anyio.sleep)
+    transport = rt.RetryTransport(httpx.MockTransport(handler), sleep=sleep,
+                                  hooks=[events.append])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError, match="sleep must be a plain function"):
+            httpx.Client(transport=transport).get("https://api.example.com/")
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+    assert sleep.given == [0.0]  # tried with 0 seconds, never with a wait
+    assert seen == [] and events == []
+    assert transport.stats.requests == 0 and transport.stats.retries == 0
 
 
 @pytest.mark.anyio
-async def test_a_sync_sleep_is_refused_by_the_async_transport_on_first_use(
+async def test_a_sleep_returning_no_awaitable_is_refused_by_the_async_transport_at_once(
     anyio_backend: str,
 ) -> None:
-    """AsyncRetryTransport(sleep=<a sync function>) says so, naming sleep, when it first waits."""
-    slept: list[float] = []
+    """An async transport given a sync sleep it cannot tell from an async one (an object
+    with a plain __call__) used to block the event loop for the whole wait before failing.
+    Now it is tried with 0 seconds first: TypeError naming sleep, nothing sent, and it was
+    never asked to wait."""
     handler, seen = script(503, 200)
-    transport = rt.AsyncRetryTransport(
-        httpx.MockTransport(handler), sleep=slept.append  # type: ignore[arg-type]
-    )
+    sleep = _Recorder()
+    transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), sleep=sleep)
     request = httpx.Request("GET", "https://api.example.com/")
     with pytest.raises(TypeError, match="sleep must be an async function"):
         await transport.handle_async_request(request)
-    assert slept == [pytest.approx(slept[0])] and len(seen) == 1
+    assert sleep.given == [0.0]
+    assert seen == []
+    assert transport.stats.requests == 0
+
+
+def test_a_sleep_of_the_right_kind_is_tried_once(harness: Harness) -> None:
+    """A callable object of the right kind is called once with 0 seconds, before the
+    transport's first request, and from then on only with the waits."""
+    handler, seen = script(503, 200, 503, 200)
+
+    def asleep(seconds: float) -> Awaitable[None]:
+        return harness.clock.asleep(seconds)
+
+    sleep = _Recorder(harness.clock.sleep if harness.mode == "sync" else asleep)
+    transport = harness.transport(handler, sleep=sleep, jitter="none", base_delay=0.5)
+    for _ in range(2):
+        assert harness.send(transport).status_code == 200
+    assert sleep.given == [0.0, 0.5, 0.5]
+    assert len(seen) == 4
 
 
 @pytest.mark.parametrize("value", ["print", b"hook"])

@@ -34,7 +34,7 @@ from ._options import (
 )
 from ._policy import RetryPolicy
 from ._store import MemoryStore
-from ._validate import is_async_function
+from ._validate import function_kind
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
@@ -51,13 +51,15 @@ _Async = TypeVar("_Async")
 def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, sync: bool,
            clock: Callable[[], float]) -> None:
     """Both constructors' body, given their ``locals()``: the options checked once
-    (``_options``), the controller and the inner transport."""
+    (``_options``), the controller and the inner transport. ``_untried``: the sleep's kind
+    could not be told from it, so its first result is checked before the first request."""
     flavour = driver._flavour
     policy, settings, transport = configure(flavour, values, sync=sync,
                                             retry_types=(SyncRetry, AsyncRetry))
     driver._controller = Controller(policy, flavour=flavour, settings=settings,
                                     clock=settings.clock or clock)
     driver._transport = transport
+    driver._untried = settings.sleep is not None and function_kind(settings.sleep) is None
 
 
 def _start(controller: Controller, request: Request) -> RetryCall:
@@ -148,6 +150,21 @@ def _awaitable(result: object) -> Awaitable[object]:
     return result
 
 
+def _waited(result: object) -> None:
+    """What a sync transport's ``sleep`` returned, checked: an awaitable means that it did
+    not wait (an async function's call only makes a coroutine). The awaitable is closed, so
+    that no "never awaited" warning follows the error."""
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()
+        raise TypeError(
+            f"sleep must be a plain function of seconds for RetryTransport, but it returned "
+            f"{result!r}, an awaitable, so it did not wait (use AsyncRetryTransport with "
+            "async code)"
+        )
+
+
 async def _aclose(response: Response) -> None:
     """Close a response even while the task is being cancelled."""
     with anyio.CancelScope(shield=True):
@@ -158,6 +175,8 @@ class _Common:
     _controller: Controller
     _transport: Any
     _flavour: ClassVar[Flavour]
+    #: Whether ``sleep`` is of a kind not known yet: tried before the first request.
+    _untried: bool = False
 
     @property
     def policy(self) -> RetryPolicy:
@@ -234,7 +253,13 @@ class SyncRetry(_Common, Generic[_Sync]):
                 the list and its RFC 9110, 9111 and 9112 sections:
                 ``retry_transport._validate.HTTP_FIELDS``).
             rng: a ``random.Random`` for the jitter (seed it for reproducible waits).
-            sleep: the function that waits, given seconds. Default ``time.sleep``.
+            sleep: the function that waits, given seconds: a plain function (a coroutine
+                function, or a partial or bound method of one, raises ``ValueError``: it
+                would never be awaited). Default ``time.sleep``. One whose kind cannot be
+                told from it (an object with a plain ``__call__``, a class) is called once
+                with 0 seconds before the transport's first request, and ``TypeError`` is
+                raised, nothing sent, if it returns an awaitable (closed unawaited); so is
+                any later wait that does.
             clock: a monotonic clock in seconds, for deadlines and cooldowns. Default
                 ``time.monotonic``.
             wallclock: the POSIX time in seconds, for ``Retry-After`` dates. Default
@@ -246,16 +271,17 @@ class SyncRetry(_Common, Generic[_Sync]):
             ValueError: an invalid value (the message names the argument or field), or
                 ``transport`` is itself a retry transport.
         """
-        if is_async_function(sleep):
-            raise ValueError(
-                f"sleep must be a plain function of seconds for RetryTransport, got the "
-                f"coroutine function {sleep!r}: it would never be awaited, so no wait would "
-                "happen (use AsyncRetryTransport with async code)"
-            )
         _build(self, locals(), sync=True, clock=time.monotonic)
         self._sleep = sleep if sleep is not None else time.sleep
 
+    def _try_sleep(self) -> None:
+        """The first result of a sleep whose kind was not known, checked with 0 seconds."""
+        _waited(self._sleep(0.0))
+        self._untried = False
+
     def handle_request(self, request: Request) -> Response:
+        if self._untried:
+            self._try_sleep()
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else _start(controller, request)
@@ -265,7 +291,9 @@ class SyncRetry(_Common, Generic[_Sync]):
             transport = self._transport
             while True:
                 if wait is not None:
-                    self._sleep(wait)
+                    slept = self._sleep(wait)
+                    if slept is not None:
+                        _waited(slept)
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
                     response = transport.handle_request(attempt)
@@ -353,14 +381,30 @@ class AsyncRetry(_Common, Generic[_Async]):
         """Wrap ``transport`` (default: a new ``AsyncHTTPTransport`` of the same library).
 
         Runs on asyncio and trio alike: it waits with ``anyio.sleep`` unless given another
-        ``sleep`` (an async function of seconds), and its default clock is
-        ``anyio.current_time`` (the event loop's clock, virtual under trio's
-        ``MockClock``). Every other argument is as for ``RetryTransport``.
+        ``sleep``, and its default clock is ``anyio.current_time`` (the event loop's clock,
+        virtual under trio's ``MockClock``). Every other argument is as for
+        ``RetryTransport``.
+
+        ``sleep`` must be an async function of seconds (an ``async def``, or a partial or
+        bound method of one): a plain function or a builtin (``time.sleep``, a ``lambda``,
+        even one returning a coroutine) raises ``ValueError``, since it would block the
+        event loop. One whose kind cannot be told from it (an object with a plain
+        ``__call__``, a class) is called once with 0 seconds before the transport's first
+        request, its result awaited, and ``TypeError`` is raised, nothing sent, if that
+        result cannot be awaited; so is any later wait whose result cannot.
         """
         _build(self, locals(), sync=False, clock=anyio.current_time)
         self._sleep = sleep if sleep is not None else anyio.sleep
 
+    async def _try_sleep(self) -> None:
+        """The first result of a sleep whose kind was not known, checked with 0 seconds."""
+        result = _awaitable(self._sleep(0.0))
+        self._untried = False
+        await result
+
     async def handle_async_request(self, request: Request) -> Response:
+        if self._untried:
+            await self._try_sleep()
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else _start(controller, request)

@@ -30,6 +30,7 @@ from ._validate import (
     check_callable,
     check_flag,
     check_hooks,
+    function_kind,
 )
 
 __all__ = [
@@ -157,6 +158,24 @@ def check_attempt_header(attempt_header: str | None, idempotency_header: str | N
         )
 
 
+def _sleep(value: object, *, sync: bool) -> None:
+    """Refuse a ``sleep`` of the wrong kind for the driver, when its kind can be told."""
+    kind = function_kind(value)
+    if sync and kind == "async":
+        raise ValueError(
+            f"sleep must be a plain function of seconds for RetryTransport, got the "
+            f"coroutine function {value!r}: it would never be awaited, so no wait would "
+            "happen (use AsyncRetryTransport with async code)"
+        )
+    if not sync and kind == "plain":
+        raise ValueError(
+            f"sleep must be an async function of seconds for AsyncRetryTransport (such as "
+            f"anyio.sleep or an async def), got the plain function {value!r}: it would block "
+            "the event loop, and what it returns cannot be awaited (use RetryTransport with "
+            "sync code)"
+        )
+
+
 def _rng(value: object) -> random.Random:
     if value is None:
         return random.Random()
@@ -204,7 +223,9 @@ class Settings:
     rng: random.Random = option(
         None, _rng, "the jitter's random source (seed it to reproduce waits)")
     sleep: Callable[[float], object] | None = option(
-        None, _function("sleep"), "the wait function, given seconds")
+        None, _function("sleep"),
+        "the wait function, given seconds (a plain one for `RetryTransport`, an async one "
+        "for `AsyncRetryTransport`)")
     clock: Callable[[], float] | None = option(
         None, _function("clock"), "monotonic seconds, for deadlines and cooldowns")
     wallclock: Callable[[], float] = option(
@@ -259,8 +280,8 @@ def _checked(transport_kwargs: dict[str, Any], flavour: Flavour) -> dict[str, An
 def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
               retry_types: tuple[type[Any], ...]) -> tuple[RetryPolicy, Settings, Any]:
     """What both drivers' constructors do, given their ``locals()``: check every option (and
-    ``attempt_header`` against the policy), make the policy, and check (or build) the inner
-    transport of the flavour and the kind (sync or async)."""
+    ``sleep`` against the kind, and ``attempt_header`` against the policy), make the policy,
+    and check (or build) the inner transport of the flavour and the kind (sync or async)."""
     transport = values["transport"]
     if isinstance(transport, retry_types):
         raise ValueError(
@@ -269,6 +290,7 @@ def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
         )
     policy_fields, transport_kwargs = _split_keywords(values["kwargs"], transport)
     settings = Settings.checked(values)
+    _sleep(settings.sleep, sync=sync)
     policy = settings.policy if settings.policy is not None else RetryPolicy()
     if policy_fields:
         policy = policy.replace(**policy_fields)

@@ -7,10 +7,11 @@ that a bad configuration fails where it is written, never on the first request.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 __all__ = [
     "ATTEMPT_HEADER_REFUSED",
@@ -22,6 +23,7 @@ __all__ = [
     "check_hooks",
     "check_number",
     "check_seconds",
+    "function_kind",
     "is_async_function",
 ]
 
@@ -100,6 +102,36 @@ def is_async_function(function: object) -> bool:
     return inspect.iscoroutinefunction(function) or (
         callable(function) and inspect.iscoroutinefunction(type(function).__call__)
     )
+
+
+def function_kind(function: object) -> Literal["async", "plain"] | None:
+    """Whether calling ``function`` gives an awaitable, as far as it can be told without
+    calling it.
+
+    ``"async"``: a coroutine function, or a ``functools.partial`` or bound method of one, or
+    an object whose ``__call__`` is one. ``"plain"``: any other Python function, bound method
+    or partial of one (whatever it returns: a ``def`` or ``lambda`` is plain, even one that
+    returns a coroutine), or a builtin such as ``time.sleep``. ``None``: anything else (an
+    object with a plain ``__call__``, a class, a mock), whose calls may give either.
+    """
+    if is_async_function(function):
+        return "async"
+    inner = function
+    while True:
+        if isinstance(inner, functools.partial):
+            inner = inner.func
+        elif inspect.ismethod(inner):
+            inner = inner.__func__
+        else:
+            break
+    if inner is not function and is_async_function(inner):
+        return "async"
+    if inspect.isfunction(inner):
+        # A generator-based coroutine (types.coroutine) is awaitable too.
+        return "async" if inner.__code__.co_flags & inspect.CO_ITERABLE_COROUTINE else "plain"
+    if inspect.isbuiltin(inner):
+        return "plain"
+    return None
 
 
 # -- header names ---------------------------------------------------------------------------
