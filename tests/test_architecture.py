@@ -97,7 +97,7 @@ ALLOWED = {
                 "_rules",
                 "testing"},
     "_core": {"testing", "_controller", "_flavour", "_guards", "_http", "_models", "_observe",
-              "_policy", "_rules"},
+              "_policy", "_rules", "_validate"},
 }
 
 

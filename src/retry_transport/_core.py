@@ -46,6 +46,7 @@ from ._rules import (
     final_at_once,
     may_retry,
 )
+from ._validate import check_attempt_header
 
 __all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "RetryCall", "plain_final", "plain_first"]
 
@@ -130,6 +131,9 @@ class RetryCall:
                 self.enabled = False
             elif override is not None and override is not True:
                 policy = policy.with_override(override)
+                if controller.attempt_header is not None:  # the override's key header
+                    check_attempt_header(controller.attempt_header, policy.idempotency_header,
+                                         "the request's extensions['retry']")
             if testing is not None:
                 policy = testing.policy(policy)
         self.policy = policy

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -29,7 +29,6 @@ from ._options import (
     DEFAULT_BUDGET,
     BudgetArg,
     TransportOptions,
-    check_attempt_header,
     configure,
 )
 from ._policy import RetryPolicy
@@ -60,23 +59,6 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
                                     clock=settings.clock or clock)
     driver._transport = transport
     driver._untried = settings.sleep is not None and function_kind(settings.sleep) is None
-
-
-def _start(controller: Controller, request: Request) -> RetryCall:
-    """The request's :class:`RetryCall`; with ``attempt_header``, a per-request override
-    naming it as the idempotency header is refused first (``ValueError``), before anything is
-    counted or sent."""
-    header = controller.attempt_header
-    if header is not None:
-        override = request.extensions.get("retry")
-        name: object = None
-        if isinstance(override, RetryPolicy):
-            name = override.idempotency_header
-        elif isinstance(override, Mapping):
-            name = override.get("idempotency_header")
-        if isinstance(name, str):
-            check_attempt_header(header, name, "the request's extensions['retry']")
-    return RetryCall(controller, request)
 
 
 def _buffer(response: Response, limit: int, flavour: Flavour) -> bool:
@@ -284,7 +266,7 @@ class SyncRetry(_Common, Generic[_Sync]):
             self._try_sleep()
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else _start(controller, request)
+        call = None if plain_first(controller, request) else RetryCall(controller, request)
         stream = request.stream
         try:
             wait = None if call is None else call.wait
@@ -407,7 +389,7 @@ class AsyncRetry(_Common, Generic[_Async]):
             await self._try_sleep()
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else _start(controller, request)
+        call = None if plain_first(controller, request) else RetryCall(controller, request)
         stream = request.stream
         try:
             wait = None if call is None else call.wait

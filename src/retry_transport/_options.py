@@ -27,6 +27,7 @@ from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy
 from ._store import MemoryStore
 from ._validate import (
     ATTEMPT_HEADER_REFUSED,
+    check_attempt_header,
     check_callable,
     check_flag,
     check_hooks,
@@ -40,7 +41,6 @@ __all__ = [
     "BudgetArg",
     "Settings",
     "TransportOptions",
-    "check_attempt_header",
     "configure",
 ]
 
@@ -139,23 +139,6 @@ def _header(value: object) -> str | None:
             "its value; name a header of its own, such as 'X-Attempt'"
         )
     return value
-
-
-def check_attempt_header(attempt_header: str | None, idempotency_header: str | None,
-                         where: str = "the policy's") -> None:
-    """Refuse an ``attempt_header`` that is the idempotency header in effect (any case):
-    every attempt would carry a key (1, 2, 3...), so an unkeyed request would be retried, and
-    under a new key each time. ``where`` says whose idempotency header it is."""
-    if (
-        attempt_header is not None
-        and idempotency_header is not None
-        and attempt_header.lower() == idempotency_header.lower()
-    ):
-        raise ValueError(
-            f"attempt_header must not be {where} idempotency_header ({idempotency_header!r}):"
-            " every attempt would carry its number as a key, so a request sent without a key"
-            " would be retried, under a new key each time"
-        )
 
 
 def _sleep(value: object, *, sync: bool) -> None:

@@ -185,7 +185,7 @@ HTTP_FIELDS: Final[Mapping[str, str]] = _fields({
 #: The names ``attempt_header`` may not take: :data:`HTTP_FIELDS` and ``Idempotency-Key``
 #: (the IETF httpapi draft's key: a server that deduplicates by it would take every
 #: request's first attempt, numbered 1, for one operation). The idempotency header the
-#: policy names is refused as well (:func:`~._options.check_attempt_header`).
+#: policy names is refused as well (:func:`check_attempt_header`).
 ATTEMPT_HEADER_REFUSED: Final[Mapping[str, str]] = {
     **HTTP_FIELDS,
     "idempotency-key": "the key of the IETF Idempotency-Key draft, which servers deduplicate by",
@@ -217,3 +217,20 @@ def check_hooks(value: Iterable[Callable[..., object]] | Callable[..., object] |
                 "a hook is called, never awaited (hand the event to a queue or task instead)"
             )
     return hooks
+
+
+def check_attempt_header(attempt_header: str | None, idempotency_header: str | None,
+                         where: str = "the policy's") -> None:
+    """Refuse an ``attempt_header`` that is the idempotency header in effect (any case):
+    every attempt would carry a key (1, 2, 3...), so an unkeyed request would be retried, and
+    under a new key each time. ``where`` says whose idempotency header it is."""
+    if (
+        attempt_header is not None
+        and idempotency_header is not None
+        and attempt_header.lower() == idempotency_header.lower()
+    ):
+        raise ValueError(
+            f"attempt_header must not be {where} idempotency_header ({idempotency_header!r}):"
+            " every attempt would carry its number as a key, so a request sent without a key"
+            " would be retried, under a new key each time"
+        )
