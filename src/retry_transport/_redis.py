@@ -28,7 +28,7 @@ import re
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, unquote_plus, urlsplit
@@ -50,9 +50,18 @@ _PING_EVERY: Final = 1.0
 #: Reconnection backoff: the first wait, and the cap (seconds).
 _BACKOFF_FIRST: Final = 0.1
 _BACKOFF_CAP: Final = 2.0
-#: Events waiting to be sent while Redis is slow; older ones are dropped past this (this
-#: process's own events are sent again when the connection comes back).
-_OUTBOX: Final = 10_000
+#: Events waiting to be sent hold one place per origin and kind (a cooldown; a breaker's
+#: state, opened or closed), the latest taking the place of the one before, so a burst of
+#: any size waits in as many places as it has origins. Past this many places, an event for
+#: one more origin is dropped (and the drops logged): a bound on memory, not a queue length
+#: a busy fleet can reach. This process's own cooldowns and breaks that are not over are
+#: sent again after a reconnection.
+_PENDING_CAP: Final = 100_000
+#: Events written per round trip to Redis (one pipeline), and messages delivered per turn of
+#: the thread at most, so that neither sending nor receiving waits on the other for long.
+_BATCH: Final = 256
+#: Seconds between two log lines about dropped events, while drops go on.
+_DROPS_LOGGED_EVERY: Final = 10.0
 
 # KEYS[1] the event's key, KEYS[2] the channel; ARGV: end (wall-clock seconds), the value,
 # TTL in ms, the message. Written only if the end moves later than the one stored. The TTL
@@ -247,6 +256,7 @@ class RedisStore(MemoryStore):
         # Redis answered, but refused (out of memory, a read-only replica): that write is
         # dropped, the connection kept.
         self._refusals: tuple[type[BaseException], ...] = (redis.ResponseError,)
+        self._no_script: type[BaseException] = redis.exceptions.NoScriptError
         self._refusal_logged = False
         self._later = self._redis.register_script(_LATER)
         self._elect_script = self._redis.register_script(_ELECT)
@@ -266,7 +276,13 @@ class RedisStore(MemoryStore):
     def _start(self) -> None:
         self._sender = uuid.uuid4().hex
         self._tokens = itertools.count(1)  # next() on a count is atomic: no lock
-        self._outbox: deque[Callable[[], object]] = deque(maxlen=_OUTBOX)
+        # Events to send, one per (kind, origin), oldest first: kind "cooldown" or
+        # "breaker" (an opening or a closing) -> (event kind, until, extra).
+        self._pending: OrderedDict[tuple[str, str], tuple[EventKind, float, str | float]] = (
+            OrderedDict()
+        )
+        self._dropped = 0  # events dropped since the last line that said so
+        self._drops_logged_at = 0.0  # time.monotonic() of that line
         self.connected = False
         self._ever_connected = False  # since this start (a forked child starts again)
         self._lost_logged = False
@@ -328,11 +344,48 @@ class RedisStore(MemoryStore):
                 self._own_opens[origin] = (until, float(extra))
             else:
                 self._own_opens.pop(origin, None)
-        if self.connected:  # else sent when the connection is back
-            self._outbox.append(functools.partial(self._send, kind, origin, until, extra))
+            if self.connected:  # else sent when the connection is back
+                self._queue(kind, origin, until, extra)
 
-    def _send(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
-        """Write and publish one event (on the store's thread)."""
+    def _queue(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        """One more event to send (under the lock). It takes the place of the one waiting
+        for its origin and kind, if any: of two cooldowns or two openings the later end
+        wins; of an opening and a closing, the latest transition."""
+        place = ("cooldown" if kind == "cooldown" else "breaker", origin)
+        waiting = self._pending.get(place)
+        if waiting is None:
+            if len(self._pending) >= _PENDING_CAP:
+                self._dropped += 1
+                return
+        elif waiting[0] == kind != "close" and waiting[1] >= until:
+            return  # an end as late waits already
+        self._pending[place] = (kind, until, extra)
+
+    def _take(self) -> list[tuple[EventKind, str, float, str | float]]:
+        """The oldest pending events, ``_BATCH`` at most, out of the queue."""
+        with self._lock:
+            pending = self._pending
+            taken = [pending.popitem(last=False) for _ in range(min(_BATCH, len(pending)))]
+        return [(kind, origin, until, extra) for (_, origin), (kind, until, extra) in taken]
+
+    def _send(self, events: list[tuple[EventKind, str, float, str | float]]) -> None:
+        """Write and publish events, in one round trip (on the store's thread). A write
+        Redis refuses is dropped (and logged once); a lost connection raises."""
+        for attempt in range(2):
+            pipe = self._redis.pipeline(transaction=False)
+            for event in events:
+                self._write(pipe, *event)
+            results = pipe.execute(raise_on_error=False)
+            errors = [r for r in results if isinstance(r, self._refusals)]
+            if attempt == 0 and any(isinstance(e, self._no_script) for e in errors):
+                continue  # the script cache was flushed meanwhile: it is loaded again
+            for error in errors[:1]:
+                self._refused(error)
+            return
+
+    def _write(self, pipe: Any, kind: EventKind, origin: str, until: float,
+               extra: str | float) -> None:
+        """Queue the commands of one event on ``pipe`` (nothing for one that is over)."""
         message = json.dumps(
             {"k": kind, "o": origin, "u": until, "x": extra, "f": self._sender},
             separators=(",", ":"),
@@ -340,10 +393,8 @@ class RedisStore(MemoryStore):
         if kind == "close":
             # Not a transaction: a Redis out of memory refuses every command queued in
             # one, and a read-only replica the DEL; the PUBLISH gets through all the same.
-            pipe = self._redis.pipeline(transaction=False)
             pipe.delete(self._key("open", origin))
             pipe.publish(self._channel, message)
-            pipe.execute()
             return
         remaining = until - self.wallclock()
         if remaining <= 0:
@@ -352,6 +403,25 @@ class RedisStore(MemoryStore):
         self._later(
             keys=[self._key(kind, origin), self._channel],
             args=[repr(until), value, _ms(remaining), message],
+            client=pipe,
+        )
+
+    def _report_drops(self) -> None:
+        """One WARNING with the number of events dropped (past ``_PENDING_CAP``), when the
+        thread has caught up, or every ``_DROPS_LOGGED_EVERY`` seconds while drops go on."""
+        if not self._dropped:
+            return
+        now = time.monotonic()
+        if self._pending and now < self._drops_logged_at + _DROPS_LOGGED_EVERY:
+            return
+        with self._lock:
+            dropped, self._dropped = self._dropped, 0
+        self._drops_logged_at = now
+        logger.warning(
+            "The store at %s dropped %d events: more than %d origins' events waited to be "
+            "sent; the others may not learn of them (this process's cooldowns and breaks "
+            "that are not over are sent again after a reconnection)",
+            _redacted(self.url), dropped, _PENDING_CAP,
         )
 
     def _elect(self, origin: str, slots: int, holder: object, period: int) -> float | None:
@@ -401,9 +471,7 @@ class RedisStore(MemoryStore):
                 lost = [(election.keys[answer - 1], election.token)]
             if lost:
                 with self._lock:
-                    self._releases.extend(lost)
-                if self.connected:
-                    self._outbox.append(self._send_releases)
+                    self._releases.extend(lost)  # the store's thread sends them
 
     def _release(self, origin: str, holder: object, period: int) -> None:
         mine = (origin, id(holder), period)
@@ -415,13 +483,12 @@ class RedisStore(MemoryStore):
         if slot is None:
             super()._release(origin, holder, period)  # elected locally, Redis was away
         else:
-            # Sent now, or when the connection is back: freed only if this token still
-            # holds the slot (its lease may be over, the slot someone else's), so sending
-            # twice is harmless, and a blip does not leave the slot taken for its lease.
+            # Sent by the store's thread now, or when the connection is back: freed only
+            # if this token still holds the slot (its lease may be over, the slot someone
+            # else's), so sending twice is harmless, and a blip does not leave the slot
+            # taken for its lease.
             with self._lock:
                 self._releases.append(slot)
-            if self.connected:
-                self._outbox.append(self._send_releases)
 
     def _send_releases(self) -> None:
         """Free the probe slots given back (on the store's thread); one Redis refuses is
@@ -526,20 +593,20 @@ class RedisStore(MemoryStore):
             raise TimeoutError("no confirmation of the subscription")
         self._load("cooldown")
         self._load("open")
-        self._outbox.clear()
+        with self._lock:
+            self._pending.clear()
         # Connected from here: what members do from now on is queued; what they did
-        # before is in the own tables, sent below (both, at worst: the script keeps one).
+        # before is in the own tables, queued below (what is queued meanwhile is as new).
         self.connected = True
         self._send_releases()
         now = self.wallclock()
         with self._lock:
-            own: list[tuple[EventKind, str, float, str | float]] = [
-                ("cooldown", o, u, s) for o, (u, s) in self._own_cooldowns.items()
-            ]
-            own += [("open", o, u, b) for o, (u, b) in self._own_opens.items()]
-        for kind, origin, until, extra in own:
-            if until > now:
-                self._attempt(functools.partial(self._send, kind, origin, until, extra))
+            for origin, (until, signal) in self._own_cooldowns.items():
+                if until > now:
+                    self._queue("cooldown", origin, until, signal)
+            for origin, (until, break_for) in self._own_opens.items():
+                if until > now and ("breaker", origin) not in self._pending:
+                    self._queue("open", origin, until, break_for)
         if self._lost_logged:
             self._lost_logged = False
             if self._ever_connected:
@@ -570,15 +637,24 @@ class RedisStore(MemoryStore):
         """Send what the members did, deliver what the fleet did, until trouble."""
         clock = time.monotonic
         next_ping = clock() + _PING_EVERY
-        outbox = self._outbox
         while not self._stop.is_set():
             if not self.connected:  # a request's command failed
                 raise TimeoutError("a command on the request path failed")
-            while outbox:
-                self._attempt(outbox.popleft())
-            message = pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL)
-            if message is not None and message.get("type") == "message":
-                self._receive(message.get("data"))
+            if self._releases:
+                self._send_releases()
+            events = self._take()
+            if events:
+                self._send(events)
+            self._report_drops()
+            # Wait for a message only when there is nothing more to send.
+            timeout = 0.0 if self._pending else _POLL
+            for _ in range(_BATCH):
+                message = pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
+                if message is None:
+                    break
+                if message.get("type") == "message":
+                    self._receive(message.get("data"))
+                timeout = 0.0
             if clock() >= next_ping:
                 self._redis.ping()
                 pubsub.ping()

@@ -160,6 +160,170 @@ def test_an_invalid_url_is_refused_without_showing_its_password(url: str) -> Non
     assert SECRET[:4] not in message and SECRET[4:] not in message, message
 
 
+# -- 2. a burst of events reaches Redis whole ---------------------------------------------
+
+#: Origins of the burst: one cooldown and one opening each, 30,000 events (the send queue
+#: held 10,000 events, and some 6,000 of each kind reached Redis).
+BURST = 15_000
+#: Longest the burst may take to reach another store, made and sent (real seconds; it takes
+#: about 5 here).
+BURST_WAIT = 30.0
+
+
+def test_a_burst_of_events_reaches_redis_and_the_others_whole(
+    redis_server: RedisServer, stores: Callable[..., Any], prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """15,000 origins each answer ``503 Retry-After: 30`` to one worker, as fast as it can
+    send: each a cooldown and a breaker opening, 30,000 events in a couple of seconds. Every
+    one is in Redis and known to another worker's store in the end, and nothing is logged
+    as dropped."""
+    caplog.set_level(logging.WARNING, logger="retry_transport._redis")
+    sender, receiver = stores(redis_server.url), stores(redis_server.url)
+    assert sender.connected and receiver.connected
+    breaker = rt.CircuitBreaker(store=sender, min_requests=1, break_duration=30.0)
+    transport = rt.RetryTransport(
+        httpx.MockTransport(lambda r: httpx.Response(503, headers={"Retry-After": "30"})),
+        store=sender, breaker=breaker, max_attempts=1,
+    )
+    logger = logging.getLogger("retry_transport")
+    level, logger.level = logger.level, logging.ERROR  # 15,000 openings are WARNINGs
+    try:
+        for n in range(BURST):
+            transport.handle_request(httpx.Request("GET", f"http://origin-{n}.test/"))
+    finally:
+        logger.setLevel(level)
+    watcher = redis_server.client()
+
+    def known() -> tuple[int, int]:
+        with receiver._lock:
+            return len(receiver._cooldowns), len(receiver._opens)
+
+    try:
+        eventually(lambda: known() == (BURST, BURST), "every event reached the other store",
+                   BURST_WAIT)
+        keys = keys_of(watcher, prefix)
+        assert len([k for k in keys if k.startswith(prefix + "cooldown:")]) == BURST
+        assert len([k for k in keys if k.startswith(prefix + "open:")]) == BURST
+    finally:
+        watcher.close()
+    assert store_records(caplog, "dropped") == []
+
+
+def keys_of(redis: Any, prefix: str) -> list[str]:
+    return list(redis.scan_iter(match=prefix + "*", count=10_000))
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], tuple[Any, Any]]:
+    """Holds a store's thread at its next send until released: (holding, release)."""
+
+    def hold(store: Any) -> tuple[Any, Any]:
+        holding, release = threading.Event(), threading.Event()
+        send = store._send
+
+        def held_send(events: Any) -> None:
+            if not release.is_set():
+                holding.set()
+                release.wait(WAIT * 2)
+            send(events)
+
+        monkeypatch.setattr(store, "_send", held_send)
+        return holding, release
+
+    return hold
+
+
+def test_waiting_events_of_one_origin_become_its_latest(
+    redis_server: RedisServer, stores: Callable[..., Any], prefix: str,
+    held: Callable[[Any], tuple[Any, Any]],
+) -> None:
+    """While the thread is busy, one origin's events wait in one place each: two cooldowns
+    become the later; an opening, a closing and an opening again become that last
+    opening; an opening then a closing become the closing."""
+    sender, receiver = stores(redis_server.url), stores(redis_server.url)
+    holding, release = held(sender)
+    first = "http://first.test:80"
+    rt.CircuitBreaker(store=sender, min_requests=1).record(first, True)  # held at its send
+    assert holding.wait(WAIT)
+    again, shut = "http://again.test:80", "http://shut.test:80"
+    watcher = redis_server.client()
+    try:
+        clock = [0.0]
+        breaker = rt.CircuitBreaker(store=sender, min_requests=1, break_duration=20.0,
+                                    clock=lambda: clock[0])
+
+        def close(origin: str) -> None:
+            """Let the break end, and a probe succeed."""
+            clock[0] += 60.0
+            refusal, probe, _ = breaker.admit(origin)
+            assert refusal is None and probe
+            breaker.record(origin, False, probe)
+            assert breaker.state(origin) == "closed"
+
+        breaker.record(again, True)
+        close(again)
+        breaker.record(again, True)  # opened again: this is what is sent
+        breaker.record(shut, True)
+        close(shut)  # closed: this is what is sent
+        answers = iter([5, 10])
+        cooler = rt.RetryTransport(
+            httpx.MockTransport(lambda r: httpx.Response(
+                429, headers={"Retry-After": str(next(answers))})),
+            store=sender, max_attempts=1, sleep=lambda seconds: None,  # waits, not slept
+        )
+        for _ in range(2):  # the second waits out the first cooldown, and is told 10 s
+            cooler.handle_request(httpx.Request("GET", "http://cool.test/"))
+        cool = "http://cool.test:80"
+        with sender._lock:
+            waiting = dict(sender._pending)
+        assert waiting[("breaker", again)][0] == "open"
+        assert waiting[("breaker", shut)][0] == "close"
+        assert waiting[("cooldown", cool)][1] > time.time() + 8
+        assert len(waiting) == 3  # again, shut, cool: one place each (first is held)
+        release.set()
+        eventually(lambda: watcher.exists(f"{prefix}open:{again}"), "the last opening written")
+        eventually(lambda: receiver._opens.get(again) is not None, "and received")
+        eventually(lambda: cool in receiver._cooldowns, "the cooldown received")
+        assert receiver._cooldowns[cool][0] > time.time() + 8  # the later end
+        assert float(watcher.get(f"{prefix}cooldown:{cool}").split(" ")[0]) > time.time() + 8
+        assert not watcher.exists(f"{prefix}open:{shut}")
+        assert shut not in receiver._opens
+    finally:
+        release.set()
+        watcher.close()
+
+
+def test_events_dropped_past_the_cap_are_logged_once_with_their_count(
+    redis_server: RedisServer, stores: Callable[..., Any], prefix: str,
+    held: Callable[[Any], tuple[Any, Any]], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The bound on waiting events (100,000 origins; 10 here) is reached while the thread
+    is busy: what does not fit is dropped, and one WARNING says how many."""
+    from retry_transport import _redis
+
+    caplog.set_level(logging.WARNING, logger="retry_transport")
+    monkeypatch.setattr(_redis, "_PENDING_CAP", 10)
+    sender = stores(redis_server.url)
+    holding, release = held(sender)
+    breaker = rt.CircuitBreaker(store=sender, min_requests=1, break_duration=20.0)
+    breaker.record("http://first.test:80", True)
+    assert holding.wait(WAIT)
+    for n in range(30):
+        breaker.record(f"http://origin-{n}.test:80", True)
+    release.set()
+    watcher = redis_server.client()
+    try:
+        eventually(lambda: len(keys_of(watcher, prefix + "open:")) == 1 + 10, "the 10 sent")
+        eventually(lambda: store_records(caplog, "dropped"), "the drops logged")
+        dropped = store_records(caplog, "dropped")
+        assert [r.levelno for r in dropped] == [logging.WARNING]
+        assert "dropped 20 events" in dropped[0].getMessage()
+    finally:
+        watcher.close()
+
+
 # -- 3. a Redis that refuses writes is not a lost Redis -----------------------------------
 
 #: How long the refusing Redis is worked: some 20 half-open elections, each refused.
