@@ -2,8 +2,9 @@
 
 Every scenario runs in trio's virtual time, so nothing here sleeps. Most tests take well
 under a second; the long outage with a breaker at 100 requests/s a second or two. The
-20,000-run step-4 distribution is the longest: it is run once (a module fixture) for the tests
-of its shape and of its median, spread over every core by the simulator's worker processes.
+20,000-run step-4 distribution is the longest (about 50 s of CPU, about 30 s on two cores): it
+is run once (a module fixture) for the tests of its shape and of its median, spread over every
+core by the simulator's worker processes.
 The command's rate-limited, fleet and outage rows, which several tests compare against, are
 run once too (the results are frozen).
 """
