@@ -147,8 +147,13 @@ def _waited(result: object) -> None:
         )
 
 
-async def _aclose(response: Response) -> None:
-    """Close a response even while the task is being cancelled."""
+async def _aclose(response: Response, flavour: Flavour) -> None:
+    """Close a response even while the task is being cancelled. A body already in memory
+    (a mock's, an ASGI app's) is closed without awaiting anything that could be
+    cancelled, so it needs no shield (a cancel scope costs as much as a short request)."""
+    if isinstance(response.stream, flavour.byte_stream):
+        await response.aclose()
+        return
     with anyio.CancelScope(shield=True):
         await response.aclose()
 
@@ -417,13 +422,13 @@ class AsyncRetry(_Common, Generic[_Async]):
                         try:
                             call.body_read(await _abuffer(response, limit, self._flavour))
                         except Exception as exc:
-                            await _aclose(response)
+                            await _aclose(response, self._flavour)
                             wait = call.on_error(exc)
                             if wait is None:
                                 raise
                             continue
                         except BaseException:
-                            await _aclose(response)
+                            await _aclose(response, self._flavour)
                             raise
                 wait = call.on_response(response)
                 if wait is None:
@@ -434,7 +439,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                 except Exception:
                     pass  # a broken body is as good as discarded
                 finally:
-                    await _aclose(response)
+                    await _aclose(response, self._flavour)
         except BaseException:
             if call is not None:  # a cancel or an interrupt mid-attempt: the request back
                 call.abandon()
