@@ -17,23 +17,22 @@ this process's events that are not over.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
 import math
 import queue
-import random
 import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import unquote, urlsplit
 
-from ._store import EventKind, MemoryStore
+from . import _store
+from ._store import Election, EventKind, MemoryStore, Outbox, shown_url, well_formed
 from ._validate import check_seconds
 
 if TYPE_CHECKING:
@@ -47,15 +46,8 @@ logger: Final = logging.getLogger("retry_transport")
 _POLL: Final = 0.05
 #: Seconds between the thread's health checks of a quiet connection.
 _PING_EVERY: Final = 1.0
-#: Reconnection backoff: the first wait, and the cap (seconds).
-_BACKOFF_FIRST: Final = 0.1
-_BACKOFF_CAP: Final = 2.0
-#: Events waiting to be sent hold one place per origin and kind (a cooldown; a breaker's
-#: state, opened or closed), the latest taking the place of the one before, so a burst of
-#: any size waits in as many places as it has origins. Past this many places, an event for
-#: one more origin is dropped (and the drops logged): a bound on memory, not a queue length
-#: a busy fleet can reach. This process's own cooldowns and breaks that are not over are
-#: sent again after a reconnection.
+#: Origins whose events may wait to be sent at once (see ``Outbox``); past it, events are
+#: dropped and logged: a bound on memory, not a queue length a busy fleet reaches.
 _PENDING_CAP: Final = 100_000
 #: Events written per round trip to Redis (one pipeline), and messages delivered per turn of
 #: the thread at most, so that neither sending nor receiving waits on the other for long.
@@ -103,50 +95,6 @@ return 0
 """
 
 
-#: A query parameter whose name holds one of these (in any case) is a credential: its value
-#: is never shown (``password``, ``ssl_password``, ``auth_token``, ``api_key``, ...).
-_SECRET_NAMES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
-_HIDDEN: Final = "***"
-
-
-def _redacted(url: str) -> str:
-    """``url`` as it may be shown (logs, ``repr()``, thread names, error messages): the
-    password of its userinfo and the value of every query parameter whose name suggests a
-    secret (see ``_SECRET_NAMES``) replaced by ``***``, as is any fragment. An ``@`` past
-    the host (a password with an unescaped ``/``, ``?`` or ``#``) hides all before it."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # an unparsable URL is not shown at all
-        return _HIDDEN
-    scheme, netloc, path, query = parts.scheme, parts.netloc, parts.path, parts.query
-    start = f"{scheme}://" if "://" in url else f"{scheme}:"
-    if "@" in path + query + parts.fragment:
-        # Where the userinfo ends is not sure: hide everything up to the last "@", and the
-        # values of what looks like a secret parameter after it.
-        tail, hash_, _ = url.rpartition("@")[2].partition("#")
-        shown = f"{start}{_HIDDEN}@" + "".join(map(_masked, re.split(r"([?&])", tail)))
-        return shown + ("#" + _HIDDEN if hash_ else "")
-    userinfo, at, hostport = netloc.rpartition("@")
-    user, colon, _ = userinfo.partition(":")
-    if at and colon:
-        netloc = f"{user}:{_HIDDEN}@{hostport}"
-    shown = f"{start}{netloc}{path}"
-    if query:
-        shown += "?" + "&".join(map(_masked, query.split("&")))
-    if parts.fragment:
-        shown += "#" + _HIDDEN
-    return shown
-
-
-def _masked(field: str) -> str:
-    """One ``name=value`` of a query, its value hidden if its name suggests a secret."""
-    name, equals, _ = field.partition("=")
-    lowered = unquote_plus(name).lower()
-    if equals and any(word in lowered for word in _SECRET_NAMES):
-        return f"{name}={_HIDDEN}"
-    return field
-
-
 def _check_database(url: str) -> None:
     """A ``redis://`` or ``rediss://`` URL's path is its database number, or nothing:
     redis-py reads any other path (``/abc``) as database 0 without a word."""
@@ -160,7 +108,7 @@ def _check_database(url: str) -> None:
     if path and not (path.isascii() and path.isdigit()):
         raise ValueError(
             "url must name its database by number (redis://host:6379/0), got "
-            f"{_redacted(url)!r}"
+            f"{shown_url(url)!r}"
         )
 
 
@@ -245,7 +193,7 @@ class RedisStore(MemoryStore):
                 decode_responses=True,
             )
         except ValueError as exc:
-            shown = _redacted(url)
+            shown = shown_url(url)
             # redis-py's reason, unless it quotes what the URL shown hides ("Port could not
             # be cast to integer value as 'pa'", of a password with a "/" in it).
             quoted = re.findall(r"'([^']*)'", str(exc))
@@ -276,31 +224,37 @@ class RedisStore(MemoryStore):
     def _start(self) -> None:
         self._sender = uuid.uuid4().hex
         self._tokens = itertools.count(1)  # next() on a count is atomic: no lock
-        # Events to send, one per (kind, origin), oldest first: kind "cooldown" or
-        # "breaker" (an opening or a closing) -> (event kind, until, extra).
-        self._pending: OrderedDict[tuple[str, str], tuple[EventKind, float, str | float]] = (
-            OrderedDict()
-        )
-        self._dropped = 0  # events dropped since the last line that said so
-        self._drops_logged_at = 0.0  # time.monotonic() of that line
+        self._pending = Outbox(_PENDING_CAP)  # what is to be sent (under the lock)
+        self._drops_logged_at = 0.0  # time.monotonic() of the last line about drops
         self.connected = False
         self._ever_connected = False  # since this start (a forked child starts again)
         self._lost_logged = False
         self._stop = threading.Event()
         self._ready = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"retry-transport store {_redacted(self.url)}",
-            daemon=True,
-        )
-        self._thread.start()
         # Elections run on a thread of their own, so a request waits on an Event for at
         # most socket_timeout in all, whatever Redis does (a script to load again, a new
         # connection), and never calls the client library itself.
-        self._elections: queue.SimpleQueue[_Election | None] = queue.SimpleQueue()
-        self._elector = threading.Thread(
-            target=self._run_elections, name=f"retry-transport elections {_redacted(self.url)}",
-            daemon=True,
+        self._elections: queue.SimpleQueue[Election | None] = queue.SimpleQueue()
+        # The threads hold the store weakly, and only while they work on it: a store that
+        # nobody references any more is collected, and then this stops its threads and
+        # closes its connections (as close() does, without waiting for the threads).
+        previous = getattr(self, "_finalizer", None)
+        if previous is not None:  # a forked child: the parent's threads are not here
+            previous.detach()
+        self._finalizer = weakref.finalize(
+            self, _store.shut_down, self._stop, self._elections, self._redis.connection_pool
         )
+        self._finalizer.atexit = False  # at exit, daemon threads just end
+        me = weakref.ref(self)
+        self._thread = threading.Thread(
+            target=_store.serve, args=(me, self._stop, self._ready),
+            name=f"retry-transport store {shown_url(self.url)}", daemon=True,
+        )
+        self._elector = threading.Thread(
+            target=_store.run_elections, args=(me, self._elections, self._stop),
+            name=f"retry-transport elections {shown_url(self.url)}", daemon=True,
+        )
+        self._thread.start()
         self._elector.start()
 
     def _restart_after_fork(self) -> None:
@@ -316,21 +270,20 @@ class RedisStore(MemoryStore):
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
-        return f"RedisStore({_redacted(self.url)!r}, prefix={self.prefix!r}, {state})"
+        return f"RedisStore({shown_url(self.url)!r}, prefix={self.prefix!r}, {state})"
 
     def close(self) -> None:
-        """Stop the background thread and close the connections. Members keep what they
-        learned; nothing more is shared. Idempotent."""
+        """Stop the background threads (waiting for each at most ``4 * socket_timeout + 1``
+        seconds) and close the connections. Members keep what they learned; nothing more is
+        shared. Idempotent. A store dropped without it is closed when it is collected, its
+        threads stopping on their own."""
         self.connected = False
         self._stop.set()
         self._elections.put(None)
         for thread in (self._thread, self._elector):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(self.socket_timeout * 4 + 1.0)
-        try:
-            self._redis.connection_pool.disconnect()
-        except Exception:  # pragma: no cover - closing a dead connection
-            pass
+        self._finalizer()  # closes the connections, once
 
     # -- what the members' events become ------------------------------------------------
 
@@ -345,28 +298,7 @@ class RedisStore(MemoryStore):
             else:
                 self._own_opens.pop(origin, None)
             if self.connected:  # else sent when the connection is back
-                self._queue(kind, origin, until, extra)
-
-    def _queue(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
-        """One more event to send (under the lock). It takes the place of the one waiting
-        for its origin and kind, if any: of two cooldowns or two openings the later end
-        wins; of an opening and a closing, the latest transition."""
-        place = ("cooldown" if kind == "cooldown" else "breaker", origin)
-        waiting = self._pending.get(place)
-        if waiting is None:
-            if len(self._pending) >= _PENDING_CAP:
-                self._dropped += 1
-                return
-        elif waiting[0] == kind != "close" and waiting[1] >= until:
-            return  # an end as late waits already
-        self._pending[place] = (kind, until, extra)
-
-    def _take(self) -> list[tuple[EventKind, str, float, str | float]]:
-        """The oldest pending events, ``_BATCH`` at most, out of the queue."""
-        with self._lock:
-            pending = self._pending
-            taken = [pending.popitem(last=False) for _ in range(min(_BATCH, len(pending)))]
-        return [(kind, origin, until, extra) for (_, origin), (kind, until, extra) in taken]
+                self._pending.put(kind, origin, until, extra)
 
     def _send(self, events: list[tuple[EventKind, str, float, str | float]]) -> None:
         """Write and publish events, in one round trip (on the store's thread). A write
@@ -409,19 +341,18 @@ class RedisStore(MemoryStore):
     def _report_drops(self) -> None:
         """One WARNING with the number of events dropped (past ``_PENDING_CAP``), when the
         thread has caught up, or every ``_DROPS_LOGGED_EVERY`` seconds while drops go on."""
-        if not self._dropped:
-            return
+        pending = self._pending
         now = time.monotonic()
-        if self._pending and now < self._drops_logged_at + _DROPS_LOGGED_EVERY:
+        if not pending.dropped or pending and now < self._drops_logged_at + _DROPS_LOGGED_EVERY:
             return
         with self._lock:
-            dropped, self._dropped = self._dropped, 0
+            dropped, pending.dropped = pending.dropped, 0
         self._drops_logged_at = now
         logger.warning(
             "The store at %s dropped %d events: more than %d origins' events waited to be "
             "sent; the others may not learn of them (this process's cooldowns and breaks "
             "that are not over are sent again after a reconnection)",
-            _redacted(self.url), dropped, _PENDING_CAP,
+            shown_url(self.url), dropped, _PENDING_CAP,
         )
 
     def _elect(self, origin: str, slots: int, holder: object, period: int) -> float | None:
@@ -429,7 +360,7 @@ class RedisStore(MemoryStore):
             return super()._elect(origin, slots, holder, period)  # each process its own
         token = f"{self._sender}:{next(self._tokens)}"
         keys = [self._key("probe", origin) + f":{n}" for n in range(1, slots + 1)]
-        election = _Election(keys, token)
+        election = Election(keys, token)
         self._elections.put(election)
         answer = election.wait(self.socket_timeout)  # None: too late, the elector frees it
         if not isinstance(answer, int):
@@ -446,32 +377,30 @@ class RedisStore(MemoryStore):
             )
         return None
 
-    def _run_elections(self) -> None:
-        """The elector thread: one election at a time, each answered or, when its request
-        has stopped waiting, its slot (if it won one) given back."""
-        lease = _ms(self.probe_lease)
-        while True:
-            election = self._elections.get()
-            if election is None or self._stop.is_set():
-                return
-            answer: int | BaseException
-            try:
-                answer = int(self._elect_script(keys=election.keys, args=[election.token,
-                                                                          lease]))
-            except Exception as exc:  # anything: the request elects locally
-                answer = exc
-            if isinstance(answer, BaseException):
-                # The script may have run and taken a slot whose answer was lost (a reply
-                # after the timeout): free every slot this token could hold.
-                lost = [(key, election.token) for key in election.keys]
-            else:
-                lost = []
-            if not election.answer(answer) and isinstance(answer, int) and answer > 0:
-                # Won for a request that stopped waiting: give it back.
-                lost = [(election.keys[answer - 1], election.token)]
-            if lost:
-                with self._lock:
-                    self._releases.extend(lost)  # the store's thread sends them
+    def _run_election(self, election: Election) -> None:
+        """One election (on the elector thread): answered or, when its request has stopped
+        waiting, its slot (if it won one) given back."""
+        answer: int | BaseException
+        try:
+            answer = int(self._elect_script(keys=election.keys,
+                                            args=[election.token, _ms(self.probe_lease)]))
+        except Exception as exc:  # anything: the request elects locally
+            # Without its traceback, whose frames hold this store: the answer outlives
+            # this call (in the election), and would keep the store alive until the next
+            # garbage collection.
+            answer = exc.with_traceback(None)
+        if isinstance(answer, BaseException):
+            # The script may have run and taken a slot whose answer was lost (a reply
+            # after the timeout): free every slot this token could hold.
+            lost = [(key, election.token) for key in election.keys]
+        else:
+            lost = []
+        if not election.answer(answer) and isinstance(answer, int) and answer > 0:
+            # Won for a request that stopped waiting: give it back.
+            lost = [(election.keys[answer - 1], election.token)]
+        if lost:
+            with self._lock:
+                self._releases.extend(lost)  # the store's thread sends them
 
     def _release(self, origin: str, holder: object, period: int) -> None:
         mine = (origin, id(holder), period)
@@ -498,7 +427,10 @@ class RedisStore(MemoryStore):
                 if not self._releases:
                     return
                 key, token = self._releases[0]
-            self._attempt(functools.partial(self._release_script, keys=[key], args=[token]))
+            try:
+                self._release_script(keys=[key], args=[token])
+            except self._refusals as exc:
+                self._refused(exc)
             with self._lock:
                 if self._releases and self._releases[0] == (key, token):
                     self._releases.pop(0)
@@ -512,14 +444,6 @@ class RedisStore(MemoryStore):
     def _key(self, kind: str, origin: str) -> str:
         return f"{self.prefix}{kind}:{origin}"
 
-    def _attempt(self, command: Callable[[], object]) -> None:
-        """Run one write on the store's thread; a refusal by Redis is logged once and the
-        write dropped (other errors mean the connection is lost: the caller handles them)."""
-        try:
-            command()
-        except self._refusals as exc:
-            self._refused(exc)
-
     def _refused(self, exc: BaseException) -> None:
         """Redis answered a write with an error (out of memory under ``noeviction``, a
         read-only replica): the write is dropped, the connection kept. Logged once per
@@ -529,7 +453,7 @@ class RedisStore(MemoryStore):
             logger.warning(
                 "The store at %s refused a write (%s: %s): what this process learns may "
                 "not reach the others; the store stays connected and goes on",
-                _redacted(self.url), type(exc).__name__, exc,
+                shown_url(self.url), type(exc).__name__, exc,
             )
 
     def _trouble(self, exc: BaseException) -> None:
@@ -541,48 +465,35 @@ class RedisStore(MemoryStore):
     def _lost(self, exc: BaseException) -> None:
         """Log, once until the connection is back, that Redis is lost (or, for a store that
         never connected, out of reach)."""
-        if self._lost_logged:
-            return
-        self._lost_logged = True
-        if self._ever_connected:
+        if not self._lost_logged:
+            self._lost_logged = True
             logger.warning(
-                "Lost the store at %s (%s): cooldowns and breaker transitions are not shared "
-                "until it is back; requests go on with what this process knows",
-                _redacted(self.url), type(exc).__name__,
+                "%s at %s (%s): cooldowns and breaker transitions are not shared until it "
+                "answers; requests go on with what this process knows",
+                "Lost the store" if self._ever_connected else "Cannot reach the store",
+                shown_url(self.url), type(exc).__name__,
             )
+
+    # -- the thread (run by _store.serve) ------------------------------------------------
+
+    def _session(self) -> Any:
+        """A new subscription, for ``_connect`` and ``_turn``; its ``reset()`` ends it."""
+        return self._redis.pubsub()  # type: ignore[no-untyped-call]
+
+    def _guarded(self, step: Callable[[Any], None], pubsub: Any) -> bool:
+        """Run one step of the store's thread (connecting, or a turn); False, the trouble
+        logged and the store disconnected, if it failed."""
+        try:
+            step(pubsub)
+        except self._errors as exc:
+            self.connected = False
+            self._lost(exc)
+        except Exception:  # a defect: say so, keep the process's requests going
+            self.connected = False
+            logger.exception("The store's thread for %s failed", shown_url(self.url))
         else:
-            logger.warning(
-                "Cannot reach the store at %s (%s): cooldowns and breaker transitions are "
-                "not shared until it can; requests go on with what this process knows",
-                _redacted(self.url), type(exc).__name__,
-            )
-
-    # -- the thread -----------------------------------------------------------------------
-
-    def _run(self) -> None:
-        backoff = _BACKOFF_FIRST
-        rng = random.Random()
-        while not self._stop.is_set():
-            pubsub = self._redis.pubsub()  # type: ignore[no-untyped-call]
-            try:
-                self._connect(pubsub)
-                backoff = _BACKOFF_FIRST
-                self._pump(pubsub)
-            except self._errors as exc:
-                self.connected = False
-                self._lost(exc)
-            except Exception:  # a defect: say so, keep the process's requests going
-                self.connected = False
-                logger.exception("The store's thread for %s failed", _redacted(self.url))
-            finally:
-                self._ready.set()
-                try:
-                    pubsub.reset()
-                except self._errors:  # pragma: no cover - closing a dead connection
-                    pass
-            if self._stop.wait(backoff * (0.5 + rng.random() / 2)):
-                break
-            backoff = min(backoff * 2, _BACKOFF_CAP)
+            return True
+        return False
 
     def _connect(self, pubsub: Any) -> None:
         """Subscribe, then load what is current, then send this process's events again."""
@@ -603,24 +514,18 @@ class RedisStore(MemoryStore):
         with self._lock:
             for origin, (until, signal) in self._own_cooldowns.items():
                 if until > now:
-                    self._queue("cooldown", origin, until, signal)
+                    self._pending.put("cooldown", origin, until, signal)
             for origin, (until, break_for) in self._own_opens.items():
-                if until > now and ("breaker", origin) not in self._pending:
-                    self._queue("open", origin, until, break_for)
+                if until > now and not self._pending.waits("open", origin):
+                    self._pending.put("open", origin, until, break_for)
         if self._lost_logged:
             self._lost_logged = False
-            if self._ever_connected:
-                logger.info(
-                    "The store at %s is back: sharing cooldowns and breaker transitions again",
-                    _redacted(self.url),
-                )
-            else:
-                logger.info(
-                    "Reached the store at %s: sharing cooldowns and breaker transitions",
-                    _redacted(self.url),
-                )
+            shown = shown_url(self.url)
+            logger.info("%s: sharing cooldowns and breaker transitions",
+                        f"The store at {shown} is back" if self._ever_connected
+                        else f"Reached the store at {shown}")
         self._ever_connected = True
-        self._ready.set()
+        self._next_ping = time.monotonic() + _PING_EVERY
 
     def _load(self, kind: EventKind) -> None:
         start = self._key(kind, "")
@@ -629,37 +534,37 @@ class RedisStore(MemoryStore):
         for batch in (keys[i:i + 500] for i in range(0, len(keys), 500)):
             for key, value in zip(batch, self._redis.mget(batch), strict=True):
                 fields = value.split(" ", 1) if isinstance(value, str) else ()
-                event = self._event(kind, key[len(start):], *fields)
+                event = well_formed(kind, key[len(start):], *fields)
                 if event is not None:
                     self._learn(*event)
 
-    def _pump(self, pubsub: Any) -> None:
-        """Send what the members did, deliver what the fleet did, until trouble."""
+    def _turn(self, pubsub: Any) -> None:
+        """One turn of the store's thread, connected: send what the members did (a batch),
+        deliver what the fleet did, check the connection when due."""
         clock = time.monotonic
-        next_ping = clock() + _PING_EVERY
-        while not self._stop.is_set():
-            if not self.connected:  # a request's command failed
-                raise TimeoutError("a command on the request path failed")
-            if self._releases:
-                self._send_releases()
-            events = self._take()
-            if events:
-                self._send(events)
-            self._report_drops()
-            # Wait for a message only when there is nothing more to send.
-            timeout = 0.0 if self._pending else _POLL
-            for _ in range(_BATCH):
-                message = pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
-                if message is None:
-                    break
-                if message.get("type") == "message":
-                    self._receive(message.get("data"))
-                timeout = 0.0
-            if clock() >= next_ping:
-                self._redis.ping()
-                pubsub.ping()
-                next_ping = clock() + _PING_EVERY
-                self._expire_own()
+        if not self.connected:  # a request's command failed
+            raise TimeoutError("a command on the request path failed")
+        if self._releases:
+            self._send_releases()
+        with self._lock:
+            events = self._pending.take(_BATCH)
+        if events:
+            self._send(events)
+        self._report_drops()
+        # Wait for a message only when there is nothing more to send.
+        timeout = 0.0 if self._pending else _POLL
+        for _ in range(_BATCH):
+            message = pubsub.get_message(ignore_subscribe_messages=True, timeout=timeout)
+            if message is None:
+                break
+            if message.get("type") == "message":
+                self._receive(message.get("data"))
+            timeout = 0.0
+        if clock() >= self._next_ping:
+            self._redis.ping()
+            pubsub.ping()
+            self._next_ping = clock() + _PING_EVERY
+            self._expire_own()
 
     def _receive(self, data: object) -> None:
         """One message from the channel; anything malformed is ignored."""
@@ -670,34 +575,9 @@ class RedisStore(MemoryStore):
         if not isinstance(message, dict) or message.get("f") == self._sender:
             return  # not ours to read, or this store's own (its members know it)
         kind, origin, until, extra = (message.get(k) for k in ("k", "o", "u", "x"))
-        event = self._event(kind, origin, until, extra)
+        event = well_formed(kind, origin, until, extra)
         if event is not None:
             self._learn(*event)
-
-    @staticmethod
-    def _event(kind: object, origin: object, until: object = None, extra: object = None
-               ) -> tuple[EventKind, str, float, str | float] | None:
-        """A well-formed event, or None."""
-        if not isinstance(origin, str) or not origin:
-            return None
-        if kind == "close":
-            return "close", origin, 0.0, 0.0
-        try:
-            ends = float(until)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return None
-        if not math.isfinite(ends):
-            return None
-        if kind == "cooldown" and isinstance(extra, str) and extra:
-            return "cooldown", origin, ends, extra[:64]
-        if kind == "open":
-            try:
-                length = float(extra)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                return None
-            if math.isfinite(length) and length > 0:
-                return "open", origin, ends, length
-        return None
 
     def _expire_own(self) -> None:
         now = self.wallclock()
@@ -705,34 +585,3 @@ class RedisStore(MemoryStore):
             for table in (self._own_cooldowns, self._own_opens):
                 for origin in [o for o, (until, _) in table.items() if until <= now]:
                     del table[origin]
-
-
-
-class _Election:
-    """One probe election handed to the elector thread: its answer, or its abandonment by
-    a request that stopped waiting, whichever comes first."""
-
-    __slots__ = ("_done", "_lock", "_result", "_waiting", "keys", "token")
-
-    def __init__(self, keys: list[str], token: str) -> None:
-        self.keys, self.token = keys, token
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._result: int | BaseException | None = None
-        self._waiting = True
-
-    def wait(self, timeout: float) -> int | BaseException | None:
-        """The answer, or ``None`` if it did not come within ``timeout`` seconds."""
-        self._done.wait(timeout)
-        with self._lock:
-            self._waiting = False
-            return self._result
-
-    def answer(self, result: int | BaseException) -> bool:
-        """Give the answer; False if nobody waits for it any more."""
-        with self._lock:
-            self._result = result
-            waiting = self._waiting
-        self._done.set()
-        return waiting
-

@@ -11,30 +11,46 @@ saw. Times travel as wall-clock seconds (the store's ``wallclock``) and are turn
 member's own clock when they arrive, so members with different clocks (a virtual one
 included) can share one store.
 
-Sans-I/O like the core: this module imports no HTTP library and does no I/O. It knows its
-members only through two protocols, :class:`CooldownMember` (a transport's cooldown table)
-and :class:`BreakerMember` (a circuit breaker), and imports neither.
+Sans-I/O like the core: this module imports no HTTP or client library and does no I/O of
+its own (the threads it runs for a store that talks to a server call that store's methods).
+It knows its members only through two protocols, :class:`CooldownMember` (a transport's
+cooldown table) and :class:`BreakerMember` (a circuit breaker), and imports neither.
 
 The backend interface, for a store that talks to a server (``RedisStore``):
 
 - :meth:`MemoryStore._share`: override it to send one of this process's events;
 - :meth:`MemoryStore._learn`: call it (or extend it) for each event that arrives;
 - :meth:`MemoryStore._elect` and :meth:`MemoryStore._release`: override them to elect
-  half-open probes across processes.
+  half-open probes across processes;
+- what such a store is made of: :class:`Outbox`, what it has yet to send, however many
+  events come at once; :func:`well_formed`, an event from another process, checked;
+  :class:`Election`, a probe election handed to a thread of the store's, which the request
+  waits for a bounded time; :func:`shown_url`, the server's URL without its credentials;
+  :func:`serve`, :func:`run_elections` and :func:`shut_down`, its threads, which hold it
+  only weakly between steps, and their end.
 """
 
 from __future__ import annotations
 
+import math
+import queue
+import random
+import re
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
+from urllib.parse import unquote_plus, urlsplit
 
 from ._fork import track
 from ._validate import check_callable, check_seconds
 
-__all__ = ["BreakerMember", "CooldownMember", "EventKind", "MemoryStore"]
+__all__ = [
+    "BreakerMember", "CooldownMember", "Election", "Event", "EventKind", "MemoryStore",
+    "Outbox", "run_elections", "serve", "shown_url", "shut_down", "well_formed",
+]
 
 _Store = TypeVar("_Store", bound="MemoryStore")
 
@@ -248,3 +264,213 @@ class MemoryStore:
         for origin in [o for o, (until, _) in table.items() if until <= now]:
             del table[origin]
         self._prune_at[name] = max(_PRUNE_AT, 2 * len(table))
+
+
+#: One event to send: its kind, its end (wall-clock seconds), the cooldown's signal or the
+#: break's length.
+Event = tuple[EventKind, str, float, "str | float"]
+
+
+class Outbox(OrderedDict[tuple[str, str], tuple[EventKind, float, "str | float"]]):
+    """The events a store that talks to a server has yet to send, oldest first, one per
+    origin and kind: a cooldown, and a breaker's state (opened or closed). An event takes
+    the place of the one waiting for its origin and kind: of two cooldowns or two openings
+    the later end stays, of an opening and a closing the latest. So a burst of any size
+    waits in as many places as it has origins; past ``cap`` places, an event for one more
+    origin is dropped and counted in ``dropped``. Not locked: the store's lock guards it."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.dropped = 0
+
+    def put(self, kind: EventKind, origin: str, until: float, extra: str | float) -> None:
+        place = ("cooldown" if kind == "cooldown" else "breaker", origin)
+        waiting = self.get(place)
+        if waiting is None:
+            if len(self) >= self.cap:
+                self.dropped += 1
+                return
+        elif waiting[0] == kind != "close" and waiting[1] >= until:
+            return  # an end as late waits already
+        self[place] = (kind, until, extra)
+
+    def waits(self, kind: EventKind, origin: str) -> bool:
+        """Whether an event waits in the place of ``kind`` for ``origin``."""
+        return ("cooldown" if kind == "cooldown" else "breaker", origin) in self
+
+    def take(self, most: int) -> list[Event]:
+        """The oldest ``most`` events at most, out of the queue."""
+        taken = [self.popitem(last=False) for _ in range(min(most, len(self)))]
+        return [(kind, origin, until, extra) for (_, origin), (kind, until, extra) in taken]
+
+
+def well_formed(kind: object, origin: object, until: object = None,
+                extra: object = None) -> Event | None:
+    """An event from another process (its fields as they arrived), if it is well formed:
+    a known kind, an origin, a finite end, a signal (cut to 64 characters) or a positive
+    break length. Else None."""
+    if not isinstance(origin, str) or not origin:
+        return None
+    if kind == "close":
+        return "close", origin, 0.0, 0.0
+    try:
+        ends = float(until)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(ends):
+        return None
+    if kind == "cooldown" and isinstance(extra, str) and extra:
+        return "cooldown", origin, ends, extra[:64]
+    if kind == "open":
+        try:
+            length = float(extra)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        if math.isfinite(length) and length > 0:
+            return "open", origin, ends, length
+    return None
+
+
+class Election:
+    """One probe election handed to the elector thread: its answer, or its abandonment by
+    a request that stopped waiting, whichever comes first."""
+
+    __slots__ = ("_done", "_lock", "_result", "_waiting", "keys", "token")
+
+    def __init__(self, keys: list[str], token: str) -> None:
+        self.keys, self.token = keys, token
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._result: int | BaseException | None = None
+        self._waiting = True
+
+    def wait(self, timeout: float) -> int | BaseException | None:
+        """The answer, or ``None`` if it did not come within ``timeout`` seconds."""
+        self._done.wait(timeout)
+        with self._lock:
+            self._waiting = False
+            return self._result
+
+    def answer(self, result: int | BaseException) -> bool:
+        """Give the answer; False if nobody waits for it any more."""
+        with self._lock:
+            self._result = result
+            waiting = self._waiting
+        self._done.set()
+        return waiting
+
+
+def run_elections(store_ref: weakref.ref[Any], elections: queue.SimpleQueue[Election | None],
+                  stop: threading.Event) -> None:
+    """The elector thread of a store (its ``_run_election(election)`` answers one): one
+    election at a time, until ``stop`` is set (and a ``None`` wakes it) or the store is
+    gone. Between elections it holds only the weak ``store_ref``, so that a store nobody
+    references can be collected."""
+    while True:
+        election = elections.get()
+        if election is None or stop.is_set():
+            return
+        store = store_ref()
+        if store is None:
+            return
+        store._run_election(election)
+        store = None
+
+
+#: Reconnection backoff of a store's thread (:func:`serve`): the first wait, and the cap
+#: (seconds); each wait is jittered down to half of it.
+BACKOFF_FIRST: Final = 0.1
+BACKOFF_CAP: Final = 2.0
+
+
+def serve(store_ref: weakref.ref[Any], stop: threading.Event, ready: threading.Event) -> None:
+    """The thread of a store that talks to a server: open a session (``_session()``, a
+    subscription say), connect it (``_connect(session)``), take turns (``_turn(session)``)
+    until one fails, end the session (its ``reset()``), wait (``BACKOFF_FIRST`` doubling up
+    to ``BACKOFF_CAP`` seconds) and start again, until ``stop`` is set or the store is gone.
+    Each step runs as ``_guarded(step, session)``, which says whether it went well;
+    ``ready`` is set after each connection attempt. The store is held only during a step,
+    between steps only the weak ``store_ref``, so that a store nobody references can be
+    collected (its finalizer then sets ``stop``)."""
+    backoff = BACKOFF_FIRST
+    rng = random.Random()
+    while not stop.is_set():
+        store = store_ref()
+        if store is None:
+            return
+        session = store._session()
+        on = store._guarded(store._connect, session)
+        ready.set()
+        if on:
+            backoff = BACKOFF_FIRST
+        while on and not stop.is_set():
+            store = None  # between turns the store may be collected
+            store = store_ref()
+            on = store is not None and store._guarded(store._turn, session)
+        store = None
+        try:
+            session.reset()
+        except Exception:  # pragma: no cover - closing a dead connection
+            pass
+        if stop.wait(backoff * (0.5 + rng.random() / 2)):
+            return
+        backoff = min(backoff * 2, BACKOFF_CAP)
+
+
+def shut_down(stop: threading.Event, elections: queue.SimpleQueue[Election | None],
+              pool: Any) -> None:
+    """Stop a store's threads and close its connections (``pool.disconnect()``): from its
+    ``close()``, or once it is collected (from a ``weakref.finalize``, which holds nothing
+    of the store)."""
+    stop.set()
+    elections.put(None)
+    try:
+        pool.disconnect()
+    except Exception:  # pragma: no cover - closing a dead connection
+        pass
+
+
+#: A query parameter whose name holds one of these (in any case) is a credential: its value
+#: is never shown (``password``, ``ssl_password``, ``auth_token``, ``api_key``, ...).
+_SECRET_NAMES: Final = ("pass", "pwd", "secret", "token", "key", "auth", "credential")
+_HIDDEN: Final = "***"
+
+
+def shown_url(url: str) -> str:
+    """A server's ``url`` as a store that talks to it may show it (logs, ``repr()``, thread
+    names, error messages): the password of its userinfo and the value of every query
+    parameter whose name suggests a secret (see ``_SECRET_NAMES``) replaced by ``***``, as
+    is any fragment. An ``@`` past the host (a password with an unescaped ``/``, ``?`` or
+    ``#``) hides all before it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unparsable URL is not shown at all
+        return _HIDDEN
+    scheme, netloc, path, query = parts.scheme, parts.netloc, parts.path, parts.query
+    start = f"{scheme}://" if "://" in url else f"{scheme}:"
+    if "@" in path + query + parts.fragment:
+        # Where the userinfo ends is not sure: hide everything up to the last "@", and the
+        # values of what looks like a secret parameter after it.
+        tail, hash_, _ = url.rpartition("@")[2].partition("#")
+        shown = f"{start}{_HIDDEN}@" + "".join(map(_masked, re.split(r"([?&])", tail)))
+        return shown + ("#" + _HIDDEN if hash_ else "")
+    userinfo, at, hostport = netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if at and colon:
+        netloc = f"{user}:{_HIDDEN}@{hostport}"
+    shown = f"{start}{netloc}{path}"
+    if query:
+        shown += "?" + "&".join(map(_masked, query.split("&")))
+    if parts.fragment:
+        shown += "#" + _HIDDEN
+    return shown
+
+
+def _masked(field: str) -> str:
+    """One ``name=value`` of a query, its value hidden if its name suggests a secret."""
+    name, equals, _ = field.partition("=")
+    lowered = unquote_plus(name).lower()
+    if equals and any(word in lowered for word in _SECRET_NAMES):
+        return f"{name}={_HIDDEN}"
+    return field
