@@ -1,0 +1,32 @@
+"""Sphinx configuration: Markdown pages (MyST), the Furo theme, the API from docstrings."""
+
+from __future__ import annotations
+
+import retry_transport
+
+project = "retry-transport"
+author = "retry-transport developers"
+copyright = "retry-transport developers"
+release = retry_transport.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",  # the docstrings' Args: / Returns: / Raises: sections
+]
+
+source_suffix = {".md": "markdown"}
+exclude_patterns = ["_build"]
+myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3  # links to a page's sections: [text](budget.md#how-it-refills)
+
+html_theme = "furo"
+html_title = "retry-transport"
+html_static_path = ["_static"]
+
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_typehints = "signature"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
