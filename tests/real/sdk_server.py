@@ -6,7 +6,9 @@
 bodies carry every field the SDKs' types require, so the SDKs parse them as they would the
 real APIs' answers. Any other path is a 404 in the API's error shape.
 
-Each path can be scripted to fail first (``Fault``: a status, headers, the API's error body),
+Each path can be scripted to fail first (``Fault``: a status, headers, the API's error body;
+or a connection closed with no answer once the request is read; or an answer held back, a
+200 the client may have stopped waiting for),
 its successful answers can carry extra headers (``annotate``: rate-limit headers, say), and
 every request is recorded as ``servers.Seen`` (method, path, headers with any
 ``Idempotency-Key``, body). A threaded stdlib ``http.server`` with HTTP/1.1 keep-alive, as in
@@ -41,10 +43,21 @@ Annotation = Callable[[float], tuple[tuple[str, str], ...]]
 
 @dataclass(frozen=True)
 class Fault:
-    """One scripted failure: ``status`` with the API's error body and ``headers``."""
+    """One scripted failure: ``status`` with the API's error body and ``headers``.
+
+    ``drop``: read the request, then close the connection without answering (the client
+    sees the server disconnect). ``delay``: seconds to hold the answer back first; with
+    ``status=200`` the answer is the path's usual one (the request was carried out, late).
+    """
 
     status: int = 503
     headers: tuple[tuple[str, str], ...] = ()
+    drop: bool = False
+    delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.delay <= BOUND:  # every wait of the server's is bounded
+            raise ValueError(self.delay)
 
 
 def _openai_answer(method: str, path: str, request: dict[str, Any], number: int) -> Any:
@@ -126,6 +139,13 @@ class _Handler(BaseHTTPRequestHandler):
         seen = Seen(self.command, path, query, tuple(self.headers.items()), body,
                     self.connection_id)
         fault, number, annotation = self.server._record(seen)
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        if fault is not None and fault.drop:
+            self.close_connection = True  # no answer at all: the client sees a disconnect
+            return
+        if fault is not None and fault.status == 200:
+            fault = None  # held back (above), then answered as usual
         now = time.time()
         status, payload, extra = self._reply(fault, path, body, number)
         if status == 200 and annotation is not None:

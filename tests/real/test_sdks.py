@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -679,3 +681,184 @@ def test_testing_mode_covers_sdk_clients(kit: Kit, server: FakeAPI) -> None:
     assert kit.ids(page) == kit.model_ids
     assert len(log.waits) == 1 and log.waits[0] >= 30
     assert len(server.requests(kit.models_path)) == 2
+
+
+# -- the SDK guide's table: what each choice does with a POST that fails once ----------
+#
+# docs/guides/sdks.md tabulates, for a chat completion (OpenAI) or a message (Anthropic),
+# what each set-up does when the first attempt meets one failure and the next would
+# succeed. Each cell is tested here: the requests the server saw, the call's outcome, and
+# the keys the requests carried.
+
+#: The first POST's failure, by column. The answers carry ``retry-after-ms: 1`` (a header
+#: both APIs send) so that the SDKs' own retries, where left on, wait a millisecond.
+FAILURES = {
+    "429-should-retry": Fault(429, headers=(("retry-after-ms", "1"), ("x-should-retry", "true"))),
+    "429": Fault(429, headers=(("retry-after-ms", "1"),)),
+    "503": Fault(503, headers=(("retry-after-ms", "1"),)),
+    # the request read, the connection closed with no answer
+    "dropped": Fault(drop=True),
+    # the request carried out, its answer held back past the client's timeout
+    "timeout": Fault(200, delay=1.0),
+}
+#: The call's own timeout in the "timeout" column (the server answers after FAILURES' delay).
+CALL_TIMEOUT = 0.3
+#: The key a caller gives one logical request (row "own-key").
+OWN_KEY = '"chat-7f3c9a"'
+
+#: The rows: the SDK's max_retries (None: its default, 2), our transport's keywords, and
+#: the call's extra_headers.
+SETUPS: dict[str, tuple[int | None, dict[str, Any], dict[str, str]]] = {
+    "nothing": (0, {}, {}),
+    "sdk-retries": (None, {}, {}),
+    "auto-key": (0, {"auto_idempotency_key": True}, {}),
+    "trust-should-retry": (0, {"trust_should_retry": True}, {}),
+    "own-key": (0, {}, {"Idempotency-Key": OWN_KEY}),
+}
+
+#: (row, column) -> (requests the server saw, outcome). The outcome is "ok" or what the SDK
+#: raised: "rate_limit" (its RateLimitError), "status" (its 503 error), "connection" (its
+#: APIConnectionError), "timeout" (its APITimeoutError).
+TABLE: dict[tuple[str, str], tuple[int, str]] = {
+    **{("nothing", column): (1, outcome) for column, outcome in [
+        ("429-should-retry", "rate_limit"), ("429", "rate_limit"), ("503", "status"),
+        ("dropped", "connection"), ("timeout", "timeout")]},
+    **{(row, column): (2, "ok") for row in ("sdk-retries", "auto-key", "own-key")
+       for column in FAILURES},
+    ("trust-should-retry", "429-should-retry"): (2, "ok"),
+    ("trust-should-retry", "429"): (1, "rate_limit"),
+    ("trust-should-retry", "503"): (1, "status"),
+    ("trust-should-retry", "dropped"): (1, "connection"),
+    ("trust-should-retry", "timeout"): (1, "timeout"),
+}
+#: The keys each row's requests carry: none, one made up by our transport (the same on
+#: every attempt), or the caller's own.
+KEYS = {"nothing": "none", "sdk-retries": "none", "auto-key": "ours",
+        "trust-should-retry": "none", "own-key": "own"}
+
+
+def sdk_errors(kit: Kit) -> dict[str, type[Exception]]:
+    module = openai if kit.api == "openai" else anthropic
+    return {"rate_limit": kit.rate_limit_error, "status": kit.error,
+            "connection": kit.connection_error, "timeout": module.APITimeoutError}
+
+
+@pytest.mark.parametrize("column", list(FAILURES))
+@pytest.mark.parametrize("row", list(SETUPS))
+def test_guide_table(kit: Kit, server: FakeAPI, waits: Waits, row: str, column: str) -> None:
+    max_retries, transport_kwargs, headers = SETUPS[row]
+    requests, outcome = TABLE[row, column]
+    server.fail(kit.create_path, FAILURES[column])
+    extra: dict[str, Any] = {"extra_headers": headers} if headers else {}
+    if column == "timeout":
+        extra["timeout"] = CALL_TIMEOUT
+    with sdk(kit, server.url, waits, max_retries=max_retries, **transport_kwargs) as client:
+        if outcome == "ok":
+            assert kit.text(kit.create(client, **extra)) == ANSWER
+        else:
+            with pytest.raises(sdk_errors(kit)[outcome]) as caught:
+                kit.create(client, **extra)
+            assert type(caught.value) is sdk_errors(kit)[outcome]
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST"] * requests
+    assert len({seen.body for seen in sent}) == 1  # the same request each time
+    assert all(len(key_headers(seen)) <= 1 for seen in sent)
+    keys = [seen.idempotency_key for seen in sent]
+    if KEYS[row] == "none":
+        assert keys == [None] * requests
+    elif KEYS[row] == "own":
+        assert keys == [OWN_KEY] * requests
+    else:
+        assert keys[0] is not None and keys[0].startswith('"') and keys == keys[:1] * requests
+    # who retried: the SDK counts its own retries in x-stainless-retry-count; ours resend
+    # its request as it is
+    counts = ["0", "1"] if row == "sdk-retries" else ["0"] * requests
+    assert retry_counts(sent) == counts[:requests]
+    assert len(waits.waits) == (1 if requests == 2 and row != "sdk-retries" else 0)
+
+
+def test_sdk_retries_send_a_fresh_key_each(kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    """With the SDK's retries left on, each of its attempts is a new request to our
+    transport, so ``auto_idempotency_key`` gives each a key of its own: the server cannot
+    tell that the three are one call. (Hence ``max_retries=0``.)"""
+    server.fail(kit.create_path, forever=STORM)
+    with sdk(kit, server.url, waits, max_retries=None, auto_idempotency_key=True) as client, \
+            pytest.raises(kit.error):
+        kit.create(client)
+    keys = [seen.idempotency_key for seen in server.requests(kit.create_path)]
+    assert len(keys) == (SDK_DEFAULT_RETRIES + 1) * OUR_DEFAULT_ATTEMPTS
+    assert len(set(keys)) == SDK_DEFAULT_RETRIES + 1  # one per SDK attempt
+    assert [len(set(keys[i:i + 3])) for i in (0, 3, 6)] == [1, 1, 1]
+
+
+def test_refused_post_is_retried_without_a_key(kit: Kit, waits: Waits) -> None:
+    """The guide's footnote to its table: a connection that was never made sent nothing,
+    so even a POST without a key is retried."""
+    with sdk(kit, f"http://127.0.0.1:{closed_port()}", waits) as client, \
+            pytest.raises(kit.connection_error) as caught:
+        kit.create(client)
+    info = rt.retry_info(caught.value.__cause__)
+    assert info is not None
+    assert info.attempts == OUR_DEFAULT_ATTEMPTS and info.stop_reason is rt.StopReason.MAX_ATTEMPTS
+
+
+# -- the guide's examples, run against the fake APIs ------------------------------------
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "sdks.md"
+
+
+def guide_blocks() -> list[str]:
+    """The guide's ```python blocks, in order."""
+    return re.findall(r"^```python\n(.*?)^```$", GUIDE.read_text(), re.S | re.M)
+
+
+def test_guide_has_blocks_for_both_sdks() -> None:
+    blocks = guide_blocks()
+    assert len(blocks) >= 4
+    assert {"openai.OpenAI(" in block for block in blocks} == {True, False}
+
+
+@pytest.mark.parametrize("index", range(len(guide_blocks())))
+def test_guide_block_builds_its_client_and_sends_nothing(
+    index: int, _apis: dict[str, FakeAPI], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the page says: with no base URL in the environment, a block builds its client and
+    calls nothing (no API key needed)."""
+    for name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+                 "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for api in _apis.values():
+        api.reset()
+    exec(compile(guide_blocks()[index], f"{GUIDE}:block{index}", "exec"), {})
+    assert all(api.seen == [] for api in _apis.values())
+
+
+@pytest.mark.parametrize("index", range(len(guide_blocks())))
+def test_guide_block_rides_out_a_trusted_429(
+    index: int, _apis: dict[str, FakeAPI], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each block, its base URL pointed at the fake API whose first POST is a 429 with
+    ``x-should-retry: true``: every set-up on the page retries it, once, and the call
+    succeeds. The keys sent are those the block's set-up promises."""
+    block = guide_blocks()[index]
+    kit = KITS["openai" if "openai.OpenAI(" in block else "anthropic"]
+    server = _apis[kit.api]
+    server.reset()
+    monkeypatch.setenv(f"{kit.api.upper()}_BASE_URL", kit.base_url(server.url))
+    monkeypatch.setenv(f"{kit.api.upper()}_API_KEY", "test")
+    server.fail(kit.create_path, FAILURES["429-should-retry"])
+    namespace: dict[str, Any] = {}
+    with retry_testing() as log:  # the transports' waits recorded, not slept
+        try:
+            exec(compile(block, f"{GUIDE}:block{index}", "exec"), namespace)
+        finally:
+            namespace["client"].close()  # the block's connections, closed
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST", "POST"]
+    assert retry_counts(sent) == ["0", "0"]  # the transport's retry, not the SDK's
+    assert len(log.waits) == 1
+    keys = [seen.idempotency_key for seen in sent]
+    if "auto_idempotency_key=True" in block or "Idempotency-Key" in block:
+        assert keys[0] is not None and keys == [keys[0]] * 2
+    else:
+        assert keys == [None, None]
