@@ -211,3 +211,52 @@ def test_timeouts_restored_when_cancelled_during_the_wait() -> None:
     assert request_seen[0].extensions["timeout"] == {
         "connect": 9.0, "read": 9.0, "write": 9.0, "pool": 9.0
     }
+
+
+def test_a_wait_refused_by_the_deadline_is_recorded(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deadline that stops early says so: the refused wait is in the last attempt's
+    record and the give-up event, and the log line gives it with the time that was left."""
+    handler, timeouts = timed(harness, [503], spend=0.4)
+    events: list[rt.RetryEvent] = []
+    transport = harness.transport(handler, deadline=2.0, jitter="none", base_delay=0.5,
+                                  max_attempts=10, hooks=events.append)
+    with caplog.at_level("INFO", logger="retry_transport"):
+        response = harness.send(transport)
+    # t=0.4 wait 0.5, t=1.3: the next wait of 1.0 s would end at 2.3, 0.7 s left.
+    info = rt.retry_info(response)
+    assert info is not None and info.stop_reason is rt.StopReason.DEADLINE
+    assert [attempt.wait for attempt in info.history] == [0.5, 0.0]
+    assert [attempt.refused_wait for attempt in info.history] == [None, 1.0]
+    give_up = events[-1]
+    assert give_up.kind == "give_up" and give_up.refused_wait == 1.0
+    assert [event.refused_wait for event in events[:-1]] == [None]
+    [line] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert ("the next wait of 1.000 s would end past the deadline (0.700 s left)"
+            in line.getMessage())
+
+
+def test_a_deadline_stop_without_a_retry_warns_with_the_refused_wait(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped before any retry (a WARNING, not an ERROR): the line says the same."""
+    handler, _ = timed(harness, [httpx.Response(503, headers={"Retry-After": "5"})], 0.5)
+    transport = harness.transport(handler, deadline=2.0, jitter="none", base_delay=0.25)
+    with caplog.at_level("WARNING", logger="retry_transport"):
+        response = harness.send(transport)
+    info = rt.retry_info(response)
+    assert info is not None and info.history[-1].refused_wait == 5.25
+    [line] = [r for r in caplog.records if r.name == "retry_transport"]
+    assert line.levelname == "WARNING"
+    assert ("(deadline: the next wait of 5.250 s would end past the deadline (1.500 s left))"
+            in line.getMessage())
+
+
+def test_other_stops_refuse_no_wait(harness: Harness) -> None:
+    """Only a deadline stop records a refused wait: max_attempts leaves it ``None``."""
+    handler, _ = timed(harness, [503], spend=0.0)
+    response = harness.send(harness.transport(handler, deadline=60.0, max_attempts=2))
+    info = rt.retry_info(response)
+    assert info is not None and info.stop_reason is rt.StopReason.MAX_ATTEMPTS
+    assert [attempt.refused_wait for attempt in info.history] == [None, None]

@@ -164,14 +164,16 @@ class Controller:
         next(self._retries)
         self.observer.retry(request, attempt, of, wait, status, error, signal)
 
-    def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool) -> None:
+    def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool,
+                    detail: str | None = None) -> None:
+        """Count and tell a request's end; ``detail``: why a rule stopped it, for the log."""
         reason = info.stop_reason
         gave_up = reason is not SUCCESS and (info.retries > 0 or failed_retryable)
         if gave_up:
             with self._lock:
                 self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
         if gave_up or info.retries > 0:
-            self.observer.finish(request, info, gave_up)
+            self.observer.finish(request, info, gave_up, detail)
 
     def stats(self) -> RetryStats:
         with self._lock:

@@ -402,10 +402,13 @@ class RetryCall:
             backoff = compute_backoff(policy, attempt - 1, progress.previous, self.rng)
             wait = backoff + (outcome.floor or 0.0)
             deadline_at = progress.deadline_at
-            if (deadline_at is not None
-                    and controller.clock() + progress.skipped + wait >= deadline_at):
-                reason = DEADLINE
-            elif controller.vetoes:
+            if deadline_at is not None:
+                left = deadline_at - controller.clock() - progress.skipped
+                if wait >= left:
+                    self._finish(DEADLINE, result, outcome, failed_retryable=True,
+                                 refused=(wait, left))
+                    return None
+            if controller.vetoes:
                 reason, carried = self._veto(outcome)
         if reason is not None:
             self._finish(reason, result, outcome, failed_retryable=True)
@@ -441,11 +444,19 @@ class RetryCall:
         return 0.0
 
     def _finish(self, reason: StopReason, result: Response | Exception, outcome: Outcome, *,
-                failed_retryable: bool) -> None:
+                failed_retryable: bool, refused: tuple[float, float] | None = None) -> None:
+        """End the request with ``reason``. ``refused``: stopped by the deadline, the wait
+        that was not slept and the seconds that were left of the deadline."""
         progress = self._state()
         floor = outcome.floor
         signal = outcome.signal if floor is not None else None
-        progress.history.append(new_attempt(outcome.status, outcome.error, floor, 0.0, signal))
+        refused_wait = detail = None
+        if refused is not None:
+            refused_wait, left = refused
+            detail = (f"the next wait of {refused_wait:.3f} s would end past the deadline "
+                      f"({max(left, 0.0):.3f} s left)")
+        progress.history.append(new_attempt(outcome.status, outcome.error, floor, 0.0, signal,
+                                            refused_wait))
         history = tuple(progress.history)
         info = new_retry_info(len(history), len(history) - 1, history, progress.total_wait,
                               reason, progress.body)
@@ -453,10 +464,12 @@ class RetryCall:
             note = None
             if failed_retryable:
                 note = f"retry-transport: gave up after {info.attempts} attempt(s) ({reason.value})"
+                if detail is not None:
+                    note += f": {detail}"
             remember(result, info, note)
         else:
             attach(result, info)
-        self._controller.note_finish(self.request, info, failed_retryable)
+        self._controller.note_finish(self.request, info, failed_retryable, detail)
 
 
 # -- the plain first attempt -------------------------------------------------------------------

@@ -62,6 +62,9 @@ class Attempt:
         wait: seconds slept after this attempt before the next one (``0.0`` for the last).
         signal: the header that set ``retry_after`` (``"retry-after-ms"``,
             ``"retry-after"``, ``"ratelimit"``, ``"x-ratelimit-reset"``, ...), or ``None``.
+        refused_wait: on the last attempt of a request stopped with ``deadline``, the
+            wait (backoff plus the server's time) that was not slept because it would have
+            ended past the deadline; ``None`` otherwise (``wait`` stays ``0.0``).
     """
 
     status: int | None
@@ -69,6 +72,7 @@ class Attempt:
     retry_after: float | None
     wait: float
     signal: str | None = None
+    refused_wait: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,9 @@ class RetryEvent:
         learned: True for a breaker transition learned through the breaker's store (another
             process or breaker saw it; ``method`` is then ``""``, ``url`` the origin and
             ``attempt`` 0); False for everything this transport or breaker saw itself.
+        refused_wait: on a give-up with ``deadline``, the next wait that was not slept
+            because it would have ended past the deadline (as in the last ``Attempt``);
+            ``None`` otherwise.
     """
 
     kind: Literal[
@@ -137,6 +144,7 @@ class RetryEvent:
     stop_reason: StopReason | None
     signal: str | None = None
     learned: bool = False
+    refused_wait: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,14 +188,15 @@ class _RetryInfoDraft:
 
 
 def new_attempt(status: int | None, error: str | None, retry_after: float | None, wait: float,
-            signal: str | None) -> Attempt:
-    """``Attempt(status, error, retry_after, wait, signal)``, built quickly."""
+            signal: str | None, refused_wait: float | None = None) -> Attempt:
+    """``Attempt(status, error, retry_after, wait, signal, refused_wait)``, built quickly."""
     draft = _AttemptDraft()
     draft.status = status  # type: ignore[attr-defined]
     draft.error = error  # type: ignore[attr-defined]
     draft.retry_after = retry_after  # type: ignore[attr-defined]
     draft.wait = wait  # type: ignore[attr-defined]
     draft.signal = signal  # type: ignore[attr-defined]
+    draft.refused_wait = refused_wait  # type: ignore[attr-defined]
     draft.__class__ = Attempt  # type: ignore[assignment]
     return draft  # type: ignore[return-value]
 

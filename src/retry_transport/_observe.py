@@ -100,8 +100,10 @@ class Observer:
             emit(RetryEvent(kind, method, url, attempt, wait, status, error, None, signal),
                  self.hooks)
 
-    def finish(self, request: Request, info: RetryInfo, gave_up: bool) -> None:
-        """A request ended after retries, or unsuccessfully instead of one (``gave_up``)."""
+    def finish(self, request: Request, info: RetryInfo, gave_up: bool,
+               detail: str | None = None) -> None:
+        """A request ended after retries, or unsuccessfully instead of one (``gave_up``);
+        ``detail``: why a rule stopped it (the refused wait and its limit), for the line."""
         reason = info.stop_reason
         method = request.method
         if reason is _SUCCESS:
@@ -110,7 +112,8 @@ class Observer:
                 logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
             return
         last = info.history[-1] if info.history else None
-        outcome = (last.status or last.error) if last is not None else "no attempt"
+        outcome: object = (last.status or last.error) if last is not None else "no attempt"
+        why = reason.value if detail is None else f"{reason.value}: {detail}"
         if info.retries > 0:
             level = logging.ERROR
         elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):
@@ -123,17 +126,19 @@ class Observer:
         url = redact_url(request.url)
         if log:
             if level == logging.WARNING:
-                self._refusal(method, url, origin_of(request.url), reason, info.attempts, outcome)
+                self._refusal(method, url, origin_of(request.url), reason, info.attempts,
+                              outcome, why)
             else:
                 logger.log(
                     level,
                     "Giving up on %s %s after %d attempt(s): %s (%s)",
-                    method, url, info.attempts, outcome, reason.value,
+                    method, url, info.attempts, outcome, why,
                 )
         if gave_up and self.hooks:
             emit(RetryEvent(
                 "give_up", method, url, info.attempts, 0.0,
                 last.status if last else None, last.error if last else None, reason,
+                refused_wait=last.refused_wait if last else None,
             ), self.hooks)
 
     def breaker(self, kinds: Sequence[str], request: Request, origin: str, attempt: int,
@@ -157,7 +162,7 @@ class Observer:
             emit(event, self.hooks + breaker_hooks)
 
     def _refusal(self, method: str, url: str, origin: str, reason: StopReason, attempts: int,
-                 outcome: object) -> None:
+                 outcome: object, why: str) -> None:
         """A retryable failure refused without a retry: the first per stop reason and origin
         is logged, then at most one line per ``REFUSAL_LOG_INTERVAL`` seconds with the count
         since the last line (an outage would otherwise log one WARNING per request)."""
@@ -182,7 +187,7 @@ class Observer:
         if count == 0:
             logger.warning(
                 "Giving up on %s %s after %d attempt(s): %s (%s)",
-                method, url, attempts, outcome, reason.value,
+                method, url, attempts, outcome, why,
             )
         else:
             _more(count, origin, since, reason)

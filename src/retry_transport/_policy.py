@@ -94,7 +94,14 @@ class RetryPolicy:
         max_retry_after: the longest ``Retry-After`` honoured, seconds; a longer one stops at
             once and returns the response. Default 60.0.
         deadline: seconds for the whole operation, waits and retries included, > 0;
-            ``None`` (default) for no deadline.
+            ``None`` (default) for no deadline. A deadline bounds the operation; it does not
+            extend it: ``max_attempts`` and the retry budget still apply, so a request may
+            stop (``max_attempts``, ``budget_exhausted``) long before its deadline. A wait
+            that would end past the deadline is not slept: the request stops at once with
+            ``deadline`` (the refused wait is ``Attempt.refused_wait``), however much time is
+            left. To keep trying until the deadline, raise ``max_attempts`` (such as
+            ``max_attempts=100``) and give the transport a budget that can pay for it (a
+            larger ``RetryBudget``, or ``budget=None``).
         retry_body_errors: read the response body inside the retry loop, so that an error
             while reading it (a connection dropped mid-body) is retried like any transient
             failure. Default False: responses stream as usual.
