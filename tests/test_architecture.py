@@ -16,7 +16,8 @@ from retry_transport import _drivers, _options, _rules
 from retry_transport._core import __doc__ as CORE_DOC
 
 PACKAGE = Path(rt.__file__).parent
-README = (PACKAGE.parent.parent / "README.md").read_text(encoding="utf-8")
+# The documentation page that states the rules and the options in full (the README links to it).
+POLICY_PAGE = (PACKAGE.parent.parent / "docs" / "policy.md").read_text(encoding="utf-8")
 REASONS = [reason.value for reason in _rules.ORDER]
 
 
@@ -138,12 +139,12 @@ def test_the_enum_lists_the_reasons_in_the_rule_order() -> None:
     assert [reason.value for reason in rt.StopReason] == REASONS
 
 
-@pytest.mark.parametrize("where", ["rules", "core", "StopReason", "README"])
+@pytest.mark.parametrize("where", ["rules", "core", "StopReason", "docs"])
 def test_every_statement_of_the_rules_agrees_with_the_data(where: str) -> None:
-    """The rules module's docstring, the core's, ``StopReason``'s and the README's table
-    name the stop reasons in :data:`_rules.ORDER`."""
-    if where == "README":
-        section = README.split("## What is retried", 1)[1].split("\n## ", 1)[0]
+    """The rules module's docstring, the core's, ``StopReason``'s and the rules table of
+    docs/policy.md name the stop reasons in :data:`_rules.ORDER`."""
+    if where == "docs":
+        section = POLICY_PAGE.split("## The rules", 1)[1].split("\n## ", 1)[0]
         rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
         text = "\n".join(row.rsplit("|", 2)[1] for row in rows)  # the stop reason column
     else:
@@ -180,10 +181,10 @@ def test_the_docstring_documents_each_option() -> None:
     assert named == ["transport", *[spec.name for spec in _options.OPTIONS]]
 
 
-def test_the_readme_option_table_is_the_declarations() -> None:
-    """The README's table of the transports' own keywords: one row per declaration, in
-    order, whose meaning is the declaration's doc."""
-    section = README.split("The transports take these besides", 1)[1].split("\n\n", 2)[1]
+def test_the_docs_option_table_is_the_declarations() -> None:
+    """The table of the transports' own keywords in docs/policy.md: one row per declaration,
+    in order, whose meaning is the declaration's doc."""
+    section = POLICY_PAGE.split("The transports take these besides", 1)[1].split("\n\n", 2)[1]
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
     rows = [row for row in rows if not row[0].startswith("| `verify`")]
     names = [row[0].strip("| `") for row in rows]
