@@ -58,7 +58,33 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._controller = Controller(policy, flavour=flavour, settings=settings,
                                     clock=settings.clock or clock)
     driver._transport = transport
-    driver._untried = settings.sleep is not None and function_kind(settings.sleep) is None
+    driver._unknown_sleep = settings.sleep is not None and function_kind(settings.sleep) is None
+    driver._untried = True
+
+
+#: Where each flavour's transports are public, by the library's import name.
+_PUBLIC: dict[str, str] = {"httpx": "retry_transport", "httpx2": "retry_transport.httpx2"}
+
+
+def _check_request(flavour: Flavour, request: object, *, sync: bool) -> None:
+    """Refuse a request of the other HTTP library (a client of one library given the other's
+    transport) with a ``TypeError`` naming the class to use: the libraries' classes do not
+    mix, and the inner transport would fail with a bare ``AssertionError``. Run on a
+    transport's first request, and when an attempt fails with an ``AssertionError`` or a
+    ``TypeError``: never on the success path."""
+    if isinstance(request, flavour.request):
+        return
+    library = type(request).__module__.partition(".")[0]
+    name = "RetryTransport" if sync else "AsyncRetryTransport"
+    ours = f"{_PUBLIC[flavour.name]}.{name}"
+    if library in _PUBLIC:
+        raise TypeError(
+            f"{ours} serves {flavour.name} clients, but it was given an {library}.Request "
+            f"(an {library}.{'Client' if sync else 'AsyncClient'}): use "
+            f"{_PUBLIC[library]}.{name} with {library}"
+        )
+    raise TypeError(f"{ours} serves {flavour.name} clients, but it was given {request!r}, "
+                    f"which is no {flavour.name}.Request")
 
 
 def _buffer(response: Response, limit: int, flavour: Flavour) -> bool:
@@ -162,8 +188,12 @@ class _Common:
     _controller: Controller
     _transport: Any
     _flavour: ClassVar[Flavour]
+    #: Whether no request was handled yet: the first one is checked (its library, and a
+    #: sleep whose kind is not known), then this is False, so the success path checks
+    #: nothing.
+    _untried: bool = True
     #: Whether ``sleep`` is of a kind not known yet: tried before the first request.
-    _untried: bool = False
+    _unknown_sleep: bool = False
 
     @property
     def policy(self) -> RetryPolicy:
@@ -261,14 +291,18 @@ class SyncRetry(_Common, Generic[_Sync]):
         _build(self, locals(), sync=True, clock=time.monotonic)
         self._sleep = sleep if sleep is not None else time.sleep
 
-    def _try_sleep(self) -> None:
-        """The first result of a sleep whose kind was not known, checked with 0 seconds."""
-        _waited(self._sleep(0.0))
+    def _first(self, request: Request) -> None:
+        """Before the first request: its library, and the first result of a sleep whose
+        kind was not known, checked with 0 seconds."""
+        _check_request(self._flavour, request, sync=True)
+        if self._unknown_sleep:
+            _waited(self._sleep(0.0))
+            self._unknown_sleep = False
         self._untried = False
 
     def handle_request(self, request: Request) -> Response:
         if self._untried:
-            self._try_sleep()
+            self._first(request)
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else RetryCall(controller, request)
@@ -289,6 +323,8 @@ class SyncRetry(_Common, Generic[_Sync]):
                         call = RetryCall(controller, request, plain=True, stream=stream)
                     wait = call.on_error(exc)
                     if wait is None:
+                        if isinstance(exc, (AssertionError, TypeError)):
+                            _check_request(self._flavour, request, sync=True)
                         raise
                     continue
                 if call is None:
@@ -383,15 +419,19 @@ class AsyncRetry(_Common, Generic[_Async]):
         _build(self, locals(), sync=False, clock=anyio.current_time)
         self._sleep = sleep if sleep is not None else anyio.sleep
 
-    async def _try_sleep(self) -> None:
-        """The first result of a sleep whose kind was not known, checked with 0 seconds."""
-        result = _awaitable(self._sleep(0.0))
+    async def _first(self, request: Request) -> None:
+        """Before the first request: its library, and the first result of a sleep whose
+        kind was not known, checked with 0 seconds."""
+        _check_request(self._flavour, request, sync=False)
+        if self._unknown_sleep:
+            result = _awaitable(self._sleep(0.0))
+            self._unknown_sleep = self._untried = False
+            await result
         self._untried = False
-        await result
 
     async def handle_async_request(self, request: Request) -> Response:
         if self._untried:
-            await self._try_sleep()
+            await self._first(request)
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else RetryCall(controller, request)
@@ -410,6 +450,8 @@ class AsyncRetry(_Common, Generic[_Async]):
                         call = RetryCall(controller, request, plain=True, stream=stream)
                     wait = call.on_error(exc)
                     if wait is None:
+                        if isinstance(exc, (AssertionError, TypeError)):
+                            _check_request(self._flavour, request, sync=False)
                         raise
                     continue
                 if call is None:

@@ -68,6 +68,8 @@ class Flavour:
 
     Attributes:
         name: the library's import name, ``"httpx"`` or ``"httpx2"``.
+        request: the library's ``Request`` class (a request of the other library is
+            refused on a transport's first request, with the class to use instead).
         retryable: transport errors a retry may fix: timeouts, network errors (connect,
             read, write) and remote protocol errors such as a connection dropped before the
             response.
@@ -86,6 +88,7 @@ class Flavour:
     """
 
     name: str
+    request: type[Any]
     retryable: tuple[type[BaseException], ...]
     never_sent: tuple[type[BaseException], ...]
     timeouts: tuple[type[BaseException], ...]
@@ -108,6 +111,7 @@ class Flavour:
         """The binding of ``module`` (``httpx`` or ``httpx2``, which share one API)."""
         return cls(
             name=module.__name__,
+            request=module.Request,
             retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError),
             never_sent=(module.ConnectError, module.ConnectTimeout, module.PoolTimeout),
             timeouts=(module.TimeoutException,),
