@@ -227,3 +227,72 @@ def test_blocks_closed_out_of_order_leave_no_stale_mode() -> None:
     for t in threads:
         t.join()
     assert testing.active is None
+
+
+
+#: The flavour's pytest mock keeps quiet about the request it had no response for: the test
+#: checks what the client saw instead.
+def unmatched_allowed(test: Any) -> Any:
+    test = pytest.mark.httpx_mock(assert_all_requests_were_expected=False)(test)
+    return pytest.mark.httpx2_mock(assert_all_requests_were_expected=False)(test)
+
+
+def assert_unmatched_at_once(exc: BaseException, mock_router: Any) -> None:
+    """The mock's "no response" error came out of the second attempt, not retried."""
+    assert "No response can be found" in str(exc)
+    info = rt.retry_info(exc)
+    assert info is not None and info.stop_reason is rt.StopReason.NOT_RETRYABLE
+    assert [(a.status, a.error) for a in info.history] == [(503, None),
+                                                           (None, "TimeoutException")]
+    assert len(mock_router.get_requests()) == 2  # the 503, then one unmatched request
+
+
+@unmatched_allowed
+def test_a_mock_with_nothing_registered_is_not_retried(mock_router: Any) -> None:
+    """One 503 registered for a 4-attempt client: the retry finds no response, and the
+    mock's own error surfaces at once instead of being retried as a timeout."""
+    mock_router.add_response(status_code=503)
+    waits: list[float] = []
+    transport = rt.RetryTransport(max_attempts=4, sleep=waits.append)
+    with httpx.Client(transport=transport) as client:
+        with pytest.raises(httpx.TimeoutException) as caught:
+            client.get("https://api.example.com/")
+    assert len(waits) == 1
+    assert_unmatched_at_once(caught.value, mock_router)
+
+
+@unmatched_allowed
+@pytest.mark.anyio
+async def test_async_a_mock_with_nothing_registered_is_not_retried(
+    anyio_backend: str, mock_router: Any
+) -> None:
+    """The async twin, on asyncio and trio."""
+    mock_router.add_response(status_code=503)
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    transport = rt.AsyncRetryTransport(max_attempts=4, sleep=sleep)
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(httpx.TimeoutException) as caught:
+            await client.get("https://api.example.com/")
+    assert len(waits) == 1
+    assert_unmatched_at_once(caught.value, mock_router)
+
+
+@pytest.mark.usefixtures("flavour")
+def test_a_plain_timeout_is_still_retried() -> None:
+    """A ``TimeoutException`` raised anywhere but in a pytest mock is retried as before."""
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.TimeoutException("slow", request=request)
+        return httpx.Response(200)
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), sleep=lambda _: None)
+    with httpx.Client(transport=transport) as client:
+        assert client.get("https://api.example.com/").status_code == 200
+    assert len(calls) == 2

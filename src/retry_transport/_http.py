@@ -256,9 +256,33 @@ def replayable(stream: object, flavour: Flavour) -> bool:
 _CAUSE_DEPTH: Final = 8
 
 
+#: The pytest mocks of httpx and httpx2 (pytest-httpx, httpx2-pytest), by module name: a
+#: request they have no response for fails with a plain ``TimeoutException`` raised there.
+_MOCK_MODULES: Final = ("pytest_httpx.", "pytest_httpx2.")
+
+
+def _unmatched(exc: BaseException) -> bool:
+    """Whether ``exc`` is a pytest mock's "no response registered for this request": a
+    plain ``TimeoutException`` (never one of httpx's own timeouts, which are subclasses)
+    raised in a mock's module. Recognised by name: neither mock is imported."""
+    if type(exc).__name__ != "TimeoutException":
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__")
+    return isinstance(module, str) and module.startswith(_MOCK_MODULES)
+
+
 def permanent(exc: BaseException) -> bool:
     """Whether a transport error is one no retry can fix: a TLS certificate that failed
-    verification (the next handshake meets the same certificate)."""
+    verification (the next handshake meets the same certificate), or a pytest mock that has
+    no response registered for the request (a retry finds none either, and the test should
+    show that at once)."""
+    if _unmatched(exc):
+        return True
     seen = 0
     cause: BaseException | None = exc
     while cause is not None and seen < _CAUSE_DEPTH:
