@@ -200,7 +200,7 @@ def test_timeouts_restored_when_cancelled_during_the_wait() -> None:
 
     async def main() -> None:
         transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), deadline=60.0,
-                                           base_delay=30.0, jitter="none")
+                                           base_delay=30.0, max_delay=30.0, jitter="none")
         async with httpx.AsyncClient(transport=transport, timeout=9.0) as client:
             with anyio.move_on_after(1):
                 await client.get("https://api.example.com/")

@@ -291,6 +291,21 @@ def test_full_jitter_spreads_waits() -> None:
 @pytest.mark.parametrize("field", ["base_delay", "max_delay", "max_retry_after", "deadline"])
 def test_times_are_bounded(field: str) -> None:
     """No field may name more than 1e9 seconds (what sleep functions accept, and then some)."""
-    rt.RetryPolicy(**{field: 1e9})
+    cap = {"max_delay": 1e9} if field == "base_delay" else {}  # base_delay <= max_delay
+    rt.RetryPolicy(**{field: 1e9, **cap})
     with pytest.raises(ValueError, match=field):
-        rt.RetryPolicy(**{field: 1e10})
+        rt.RetryPolicy(**{field: 1e10, **cap})
+
+
+@pytest.mark.parametrize(("base", "cap"), [(30.0, 20.0), (0.5, 0.1)])
+def test_a_base_delay_over_max_delay_is_refused_naming_both(base: float, cap: float) -> None:
+    with pytest.raises(ValueError, match=rf"base_delay \({base}\) .* max_delay \({cap}\)"):
+        rt.RetryPolicy(base_delay=base, max_delay=cap)
+    with pytest.raises(ValueError, match="base_delay .* max_delay"):
+        rt.RetryPolicy(max_delay=cap).replace(base_delay=base)
+    assert rt.RetryPolicy(base_delay=cap, max_delay=cap).base_delay == cap  # equal is fine
+
+
+def test_an_unknown_field_suggests_the_nearest() -> None:
+    with pytest.raises(ValueError, match=r"max_atempts \(did you mean 'max_attempts'\?\)"):
+        rt.RetryPolicy().replace(max_atempts=2)

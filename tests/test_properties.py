@@ -239,8 +239,13 @@ outcomes = st.lists(
 )
 # RetryPolicy, RetryBudget and the defaults are flavour-neutral: retry_transport.httpx2
 # exports the very same objects, so building them at import time is safe.
+def _policy(delays: tuple[float, float], **fields: Any) -> rt.RetryPolicy:
+    """A policy whose two delays are drawn freely and ordered (base_delay <= max_delay)."""
+    return rt.RetryPolicy(base_delay=min(delays), max_delay=max(delays), **fields)
+
+
 policies = st.builds(
-    rt.RetryPolicy,
+    _policy,
     max_attempts=st.integers(1, 6),
     # Only error statuses may be retried; the answers still include every status.
     retry_statuses=st.one_of(st.just(rt.DEFAULT_RETRY_STATUSES),
@@ -250,8 +255,8 @@ policies = st.builds(
     retry_methods=st.one_of(st.just(rt.DEFAULT_RETRY_METHODS),
                             st.frozensets(st.sampled_from(METHODS), max_size=4)),
     idempotency_header=st.sampled_from(["Idempotency-Key", "X-Request-Id", None]),
-    base_delay=st.one_of(st.floats(0, 10), st.sampled_from([0.0, 1e-300, 1e6, 1e9])),
-    max_delay=st.one_of(st.floats(0, 100), st.sampled_from([0.0, 1e9])),
+    delays=st.tuples(st.one_of(st.floats(0, 10), st.sampled_from([0.0, 1e-300, 1e6, 1e9])),
+                     st.one_of(st.floats(0, 100), st.sampled_from([0.0, 1e9]))),
     jitter=st.sampled_from(["full", "equal", "decorrelated", "none"]),
     respect_retry_after=st.booleans(),
     max_retry_after=st.one_of(st.floats(0, 1e6), st.sampled_from([0.0, 1e9])),

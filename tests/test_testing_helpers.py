@@ -103,7 +103,8 @@ def test_invalid_attempts() -> None:
 async def test_async_transports_do_not_wait(anyio_backend: str) -> None:
     """The async driver gets zero-second sleeps too, on asyncio and trio."""
     real_waits, _, asleep = slept()
-    transport = rt.AsyncRetryTransport(flaky(502, 200), sleep=asleep, base_delay=30.0)
+    transport = rt.AsyncRetryTransport(flaky(502, 200), sleep=asleep, base_delay=30.0,
+                                       max_delay=30.0)
     with retry_testing() as log:
         async with httpx.AsyncClient(transport=transport) as client:
             with anyio.fail_after(5):

@@ -1147,3 +1147,21 @@ def test_the_signature_says_each_transport_gets_its_own_budget(transport: str) -
     default = inspect.signature(cls).parameters["budget"].default
     assert repr(default) == "<a new RetryBudget() for each transport>"
     assert cls().budget is not cls().budget
+
+
+def test_a_base_delay_over_max_delay_is_refused_everywhere(harness: Harness) -> None:
+    """As keywords of the transports and per request, naming both."""
+    with pytest.raises(ValueError, match=r"base_delay \(30\.0\) .* max_delay \(20\.0\)"):
+        harness.transport(lambda request: httpx.Response(200), base_delay=30.0)
+    transport = harness.transport(lambda request: httpx.Response(200), max_delay=1.0)
+    with pytest.raises(ValueError, match=r"base_delay \(2\.0\) .* max_delay \(1\.0\)"):
+        harness.send(transport, extensions={"retry": {"base_delay": 2.0}})
+
+
+def test_an_unknown_keyword_suggests_the_nearest(harness: Harness) -> None:
+    with pytest.raises(TypeError, match=r"'max_attemps' \(did you mean 'max_attempts'\?\)"):
+        harness.transport(lambda request: httpx.Response(200), max_attemps=3)
+    with pytest.raises(TypeError, match=r"'hook' \(did you mean 'hooks'\?\)"):
+        harness.transport(lambda request: httpx.Response(200), hook=print)
+    with pytest.raises(TypeError, match=r"'zzz': expected"):  # nothing near: no guess
+        harness.transport(lambda request: httpx.Response(200), zzz=1)

@@ -23,7 +23,7 @@ from ._budget import RetryBudget
 from ._contact import check_contact
 from ._flavour import Flavour
 from ._observe import RetryHook
-from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy
+from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy, did_you_mean
 from ._store import MemoryStore
 from ._validate import (
     ATTEMPT_HEADER_REFUSED,
@@ -237,8 +237,10 @@ def _split_keywords(kwargs: Mapping[str, Any], transport: object
         elif name in TRANSPORT_KEYWORDS:
             transport_kwargs[name] = value
         else:
+            known = FIELDS | TRANSPORT_KEYWORDS | {spec.name for spec in OPTIONS}
             raise TypeError(
-                f"unexpected keyword argument {name!r}: expected a RetryPolicy field "
+                f"unexpected keyword argument {name!r}"
+                f"{did_you_mean([name], known | {'transport'})}: expected a RetryPolicy field "
                 f"({', '.join(sorted(FIELDS))}) or, without an inner transport, an "
                 f"HTTPTransport argument ({', '.join(sorted(TRANSPORT_KEYWORDS))})"
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import random
 import re
@@ -85,7 +86,8 @@ class RetryPolicy:
             (``Content-Type``, ``Authorization``, ``Accept``, ``User-Agent``...; the list,
             from RFC 9110, 9111 and 9112: ``retry_transport._validate.HTTP_FIELDS``).
         base_delay: the first backoff step, seconds. Default 0.1.
-        max_delay: the largest backoff, seconds. Default 20.0.
+        max_delay: the largest backoff, seconds, at least ``base_delay`` (a smaller one
+            raises ``ValueError`` naming both). Default 20.0.
         jitter: ``"full"`` (default): ``uniform(0, min(max_delay, base_delay * 2**n))``;
             ``"equal"``: half of that fixed plus half random; ``"decorrelated"``:
             ``min(max_delay, uniform(base_delay, 3 * previous))``; ``"none"``: no randomness.
@@ -171,6 +173,12 @@ class RetryPolicy:
         set_(self, "idempotency_header", _idempotency_header(idempotency_header))
         set_(self, "base_delay", _number("base_delay", base_delay))
         set_(self, "max_delay", _number("max_delay", max_delay))
+        if self.base_delay > self.max_delay:
+            raise ValueError(
+                f"base_delay ({base_delay!r}) must not be greater than max_delay "
+                f"({max_delay!r}): the first backoff step is capped by the largest; raise "
+                "max_delay too"
+            )
         if not isinstance(jitter, str) or jitter not in _JITTERS:
             raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {jitter!r}")
         set_(self, "jitter", jitter)
@@ -198,8 +206,8 @@ class RetryPolicy:
         unknown = sorted(set(changes) - FIELDS)
         if unknown:
             raise ValueError(
-                f"unknown retry policy field(s): {', '.join(unknown)}; "
-                f"known fields: {', '.join(sorted(FIELDS))}"
+                f"unknown retry policy field(s): {', '.join(unknown)}"
+                f"{did_you_mean(unknown, FIELDS)}; known fields: {', '.join(sorted(FIELDS))}"
             )
         return dataclasses.replace(self, **changes)
 
@@ -215,6 +223,17 @@ class RetryPolicy:
             "extensions['retry'] must be a RetryPolicy, a mapping of policy fields, "
             f"True or False, got {override!r}"
         )
+
+
+def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name nearest to one of ``names``, as Python
+    says for a misspelt attribute; ``""`` when none is near."""
+    candidates = sorted(known)
+    for name in names:
+        close = difflib.get_close_matches(name, candidates, n=1)
+        if close:
+            return f" (did you mean {close[0]!r}?)"
+    return ""
 
 
 #: The public field names of :class:`RetryPolicy`.
