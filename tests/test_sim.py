@@ -107,7 +107,7 @@ def test_representative_seed_is_the_first_match() -> None:
 
 @pytest.fixture(scope="module")
 def full_jitter_20000() -> StormStats:
-    """Step 4 over seeds 0-19,999: the published figure's sample size, run once for the tests
+    """Step 4 over seeds 0-19,999: as many runs as the source's own, run once for the tests
     below, over every core (the sim's worker processes; the rows do not depend on how
     many there are)."""
     return storm_stats(STEP4.policy, runs=20_000, seed=0, progress=False)
@@ -149,7 +149,8 @@ def test_full_jitter_distribution_has_the_known_shape(full_jitter_20000: StormSt
 
 
 def test_full_jitter_median_over_the_seeds_20000_runs(full_jitter_20000: StormStats) -> None:
-    """The published figure's sample size. P(attempts <= 19) is about 0.50 (0.502 over
+    """As many runs as the source's own, whose median (19) the published step 4 is one
+    seeded run of. P(attempts <= 19) is about 0.50 (0.502 over
     200,000 runs of the independent model), so the median is 19 or 20; over 20,000 runs the
     share is within 3 standard errors (0.0035) of 0.502."""
     stats = full_jitter_20000
@@ -579,6 +580,11 @@ def test_command_prints_the_storm_table(capsys: pytest.CaptureFixture[str]) -> N
     assert measured == [("8", "5"), ("120", "0"), ("30", "0"), ("19", "6")]
     assert f"seed {REPRESENTATIVE_SEED}: attempts 3,3,3,3,3,4" in out
     assert "decorrelated jitter" in out
+    # The published figure is one seeded run (19 attempts) at the source's median, not a
+    # median of this model's runs, which is 19 or 20.
+    assert "median 19 of 20,000" not in out
+    assert ("the published step 4, 19 attempts, is one seeded run whose attempt count is "
+            "the median of the source's own 20,000 runs" in " ".join(out.split()))
 
 
 def test_command_prints_the_rate_limit_table(

@@ -330,8 +330,9 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     step4_stats = stats_from_rows(specs[0], args.seed, results[0])
     out.append("Step 4 " + stats_lines(step4_stats, mark=19))
     out.append(
-        "  (the published figure: median 19 of 20,000 runs. P(attempts <= 19) is close to 0.5 "
-        "here, so a sample's median is 19 or 20)"
+        "  (the published step 4, 19 attempts, is one seeded run whose attempt count is the "
+        "median of the source's own 20,000 runs; P(attempts <= 19) is close to 0.5 in this "
+        "model, so the median of a sample here is 19 or 20)"
     )
     out.append("")
     rows: list[tuple[str, StormStats]] = [
