@@ -242,3 +242,47 @@ def test_the_refusal_log_forgets_origins_refused_long_ago(
     assert len(table) <= 2048
     assert any(r.getMessage().startswith("Gave up on 1 more request(s) to "
                                          "https://api.example.com:443") for r in caplog.records)
+
+
+def test_a_malformed_retry_after_is_logged_once_per_origin_and_value(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ignored (the backoff applies), but not silently: one DEBUG line per origin and value."""
+    answers = iter(["soon", "soon", "1.5", "-5", "ok", "soon", "ok", "soon", "ok"])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        value = next(answers)
+        if value == "ok":
+            return httpx.Response(200)
+        return httpx.Response(503, headers={"Retry-After": value})
+
+    transport = harness.transport(handler, max_attempts=5)
+    with caplog.at_level("DEBUG", logger="retry_transport"):
+        assert harness.send(transport).status_code == 200
+        assert harness.send(transport).status_code == 200  # "soon" again: no new line
+        assert harness.send(transport, url="https://other.example.com/").status_code == 200
+    lines = [r.getMessage() for r in caplog.records
+             if r.levelname == "DEBUG" and "malformed Retry-After" in r.getMessage()]
+    assert lines == [
+        "Ignoring a malformed Retry-After from https://api.example.com:443: 'soon' "
+        "(the backoff applies)",
+        "Ignoring a malformed Retry-After from https://api.example.com:443: '1.5' "
+        "(the backoff applies)",
+        "Ignoring a malformed Retry-After from https://api.example.com:443: '-5' "
+        "(the backoff applies)",
+        "Ignoring a malformed Retry-After from https://other.example.com:443: 'soon' "
+        "(the backoff applies)",
+    ]
+
+
+def test_retry_after_too_long_gives_the_value_and_the_cap(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    handler = lambda request: httpx.Response(429, headers={"Retry-After": "120"})  # noqa: E731
+    transport = harness.transport(handler, max_retry_after=60.0)
+    with caplog.at_level("WARNING", logger="retry_transport"):
+        response = harness.send(transport)
+    assert rt.retry_info(response).stop_reason is rt.StopReason.RETRY_AFTER_TOO_LONG  # type: ignore[union-attr]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "retry_transport"]
+    assert line.endswith(
+        "(retry_after_too_long: Retry-After of 120 s is over max_retry_after (60 s))")

@@ -34,11 +34,12 @@ from ._flavour import Request, Response
 from ._guards import FIRST, Guard, Hold, Refusal
 from ._http import attach, clipped_timeouts, length, origin as origin_of, remember
 from ._models import Attempt, RetryInfo, StopReason, new_attempt, new_retry_info
-from ._observe import Observer
+from ._observe import Observer, display
 from ._policy import compute_backoff
 from ._rules import (
     DEADLINE,
     NOT_RETRYABLE,
+    RETRY_AFTER_TOO_LONG,
     SERVER_DECLINED,
     Outcome,
     classify_error,
@@ -368,6 +369,8 @@ class RetryCall:
             self._settle(outcome)
         for guard in controller.learners:
             guard.learn(self, outcome)
+        if outcome.ignored is not None:
+            controller.observer.ignored_retry_after(self.origin, outcome.ignored)
         stop = outcome.stop
         if stop is not None:
             self._finish(stop, response, outcome, failed_retryable=stop is SERVER_DECLINED)
@@ -411,7 +414,12 @@ class RetryCall:
             if controller.vetoes:
                 reason, carried = self._veto(outcome)
         if reason is not None:
-            self._finish(reason, result, outcome, failed_retryable=True)
+            detail = None
+            if reason is RETRY_AFTER_TOO_LONG:
+                detail = (f"{display(outcome.signal or 'retry-after')} of "
+                          f"{outcome.floor:g} s is over max_retry_after "
+                          f"({policy.max_retry_after:g} s)")
+            self._finish(reason, result, outcome, failed_retryable=True, detail=detail)
             return None
         self.ready = None  # a retry goes through attempt_request()
         progress.previous = backoff
@@ -444,13 +452,15 @@ class RetryCall:
         return 0.0
 
     def _finish(self, reason: StopReason, result: Response | Exception, outcome: Outcome, *,
-                failed_retryable: bool, refused: tuple[float, float] | None = None) -> None:
+                failed_retryable: bool, refused: tuple[float, float] | None = None,
+                detail: str | None = None) -> None:
         """End the request with ``reason``. ``refused``: stopped by the deadline, the wait
-        that was not slept and the seconds that were left of the deadline."""
+        that was not slept and the seconds that were left of the deadline; ``detail``: why
+        a rule stopped it, for the log line."""
         progress = self._state()
         floor = outcome.floor
         signal = outcome.signal if floor is not None else None
-        refused_wait = detail = None
+        refused_wait = None
         if refused is not None:
             refused_wait, left = refused
             detail = (f"the next wait of {refused_wait:.3f} s would end past the deadline "

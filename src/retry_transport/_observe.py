@@ -37,6 +37,10 @@ REFUSAL_LOG_INTERVAL: Final = 10.0
 #: remained.
 _PRUNE_AT: Final = 1024
 
+#: (origin, value) pairs of malformed ``Retry-After`` values already logged: cleared when
+#: this many are held, so the memory stays bounded whatever the servers send.
+_IGNORED_MAX: Final = 1024
+
 _SUCCESS: Final = StopReason.SUCCESS
 _DISABLED: Final = StopReason.DISABLED
 _CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
@@ -67,6 +71,22 @@ class Observer:
         # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
         self._prune_at = _PRUNE_AT
+        self._ignored: set[tuple[str, str]] = set()
+
+    def ignored_retry_after(self, origin: str, value: str) -> None:
+        """A malformed ``Retry-After`` was ignored (the backoff applies): one DEBUG line per
+        origin and value."""
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        key = (origin, value[:200])
+        with self._lock:
+            if key in self._ignored:
+                return
+            if len(self._ignored) >= _IGNORED_MAX:
+                self._ignored.clear()
+            self._ignored.add(key)
+        logger.debug("Ignoring a malformed Retry-After from %s: %r (the backoff applies)",
+                     origin, key[1])
 
     def _renew_locks(self) -> None:
         self._lock = threading.Lock()

@@ -123,10 +123,12 @@ class Outcome:
         signal: the header that gave the server's time, or ``None``.
         quiet: seconds the origin asks every client to keep quiet, or ``None``.
         trusted: the server's ``x-should-retry: true`` stands in for an idempotency key.
+        ignored: a ``Retry-After`` value that was malformed and ignored (for a DEBUG line),
+            or ``None``.
     """
 
-    __slots__ = ("error", "failure", "floor", "never_sent", "quiet", "signal", "status",
-                 "stop", "success", "timeout", "trusted")
+    __slots__ = ("error", "failure", "floor", "ignored", "never_sent", "quiet", "signal",
+                 "status", "stop", "success", "timeout", "trusted")
 
     def __init__(self, status: int | None, error: str | None, failure: bool | None, *,
                  stop: StopReason | None = None, timeout: bool = False,
@@ -144,6 +146,7 @@ class Outcome:
         self.signal = signal
         self.quiet = quiet
         self.trusted = trusted
+        self.ignored: str | None = None
 
     def __repr__(self) -> str:
         return f"<Outcome {self.status or self.error} stop={self.stop} floor={self.floor}>"
@@ -214,6 +217,7 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
     floor: float | None = None
     signal: str | None = None
     quiet: float | None = None
+    ignored: str | None = None
     if policy.respect_retry_after:
         value = signals.get("retry-after-ms")
         if value is not None:
@@ -224,6 +228,8 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
             date = None if value.strip(" \t").isdigit() else header(response, b"date")
             floor = parse_retry_after(value, now=wallclock(), date=date)
             signal = None if floor is None else "retry-after"
+            if floor is None:
+                ignored = value
     if floor is not None:
         if cooling and status in COOLDOWN_STATUSES and floor <= policy.max_retry_after:
             quiet = floor
@@ -243,8 +249,10 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
         stop = SUCCESS if status < 400 else NOT_RETRYABLE
         return Outcome(status, None, failure, stop=stop, quiet=quiet,
                        signal=signal)
-    return Outcome(status, None, failure, floor=floor, signal=signal,
-                   quiet=quiet, trusted=verdict is True and policy.trust_should_retry)
+    outcome = Outcome(status, None, failure, floor=floor, signal=signal,
+                      quiet=quiet, trusted=verdict is True and policy.trust_should_retry)
+    outcome.ignored = ignored
+    return outcome
 
 
 def _quota(signals: Mapping[str, str], response: Response, now: float
