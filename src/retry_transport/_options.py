@@ -3,7 +3,7 @@
 :class:`Settings` declares each keyword the transports take besides the policy's fields and
 the inner transport's: its name, its default, its check and a one-line doc. The drivers'
 signatures are written out keyword by keyword (so that a type checker catches a misspelt
-one) and are tested against these declarations, as is the README's option table; the
+one) and are tested against these declarations, as is the option table of docs/policy.md; the
 drivers' docstrings and the controller's settings are derived from them.
 """
 
