@@ -354,8 +354,9 @@ class RetryCall:
         controller = self._controller
         if self._progress is None and final_at_once(response, status, self.policy,
                                                     controller.pacing):
-            # One attempt, nothing waited, nothing to retry.
-            outcome = _final(controller, response, status)
+            # One attempt, nothing waited, nothing to retry: the shared, immutable metadata.
+            info, outcome = controller.final(status)
+            attach(response, info)
             pairs = self._tickets
             if pairs:
                 self._tickets = _NO_TICKETS
@@ -516,9 +517,9 @@ def plain_final(controller: Controller, request: Request, response: Response) ->
     if not final_at_once(response, status, controller.policy, controller.pacing):
         return False
     info, outcome = controller.finals.get(status) or controller.final(status)
-    try:
+    try:  # attach()'s usual case, without the call
         response.extensions["retry"] = info
-    except TypeError:  # a mapping that cannot be written to: kept aside instead
+    except TypeError:  # a mapping that cannot be written to: attach() replaces it
         attach(response, info)
     if outcome.success:
         for tally in controller.tallies:
@@ -529,13 +530,3 @@ def plain_final(controller: Controller, request: Request, response: Response) ->
         for guard in controller.plain_guards:
             guard.settle_plain(request, outcome)
     return True
-
-
-def _final(controller: Controller, response: Response, status: int) -> Outcome:
-    """Attach a final-at-once answer's metadata (shared, immutable); return its outcome."""
-    info, outcome = controller.finals.get(status) or controller.final(status)
-    try:
-        response.extensions["retry"] = info
-    except TypeError:  # a mapping that cannot be written to: kept aside instead
-        attach(response, info)
-    return outcome

@@ -36,7 +36,6 @@ __all__ = [
     "PLAIN",
     "TIMING_HEADERS",
     "encoded",
-    "quiet",
     "scan",
 ]
 
@@ -155,24 +154,6 @@ def items(response: Response) -> list[tuple[bytes, bytes, bytes]]:
     if type(items) is list:
         return items
     return [(key, key.lower(), value) for key, value in response.headers.raw]
-
-
-def quiet(response: Response, verdict: bytes | None) -> bool:
-    """Whether the response has no rate-limit header and no ``verdict`` header (the
-    policy's ``should_retry_header``, lower-case, or ``None``): what a final answer must
-    lack to be final at once. Reads the names only, and decodes nothing."""
-    plain = PLAIN
-    if verdict is None:
-        for _, key, _ in items(response):
-            if key not in plain and not plain_name(key) and key not in TIMING_HEADERS:
-                return False
-        return True
-    for _, key, _ in items(response):
-        if key == verdict:
-            return False
-        if key not in plain and not plain_name(key) and key not in TIMING_HEADERS:
-            return False
-    return True
 
 
 _ENCODED: dict[str, bytes] = {}

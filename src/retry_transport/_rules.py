@@ -43,7 +43,6 @@ from ._http import (
     items,
     permanent,
     plain_name,
-    quiet,
     replayable,
     scan,
 )
@@ -182,17 +181,19 @@ def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: 
     if status in policy.retry_statuses:
         return False
     verdict = policy.should_retry_header if status >= 400 else None
-    if verdict is None:
-        if not pacing:
-            return True
-        # The names only, each looked up among those known to carry no signal.
-        plain = PLAIN
-        names = getattr(response.headers, "_list", None)  # what items() reads, unless odd
-        for _, key, _ in names if type(names) is list else items(response):
-            if key not in plain and not plain_name(key) and key not in TIMING_HEADERS:
-                return False
+    if verdict is None and not pacing:
         return True
-    return quiet(response, encoded(verdict))
+    # One pass over the header names, each looked up among those known to carry no signal.
+    name = None if verdict is None else encoded(verdict)
+    plain = PLAIN
+    names = getattr(response.headers, "_list", None)  # what items() reads, unless odd
+    for _, key, _ in names if type(names) is list else items(response):
+        if key in plain:  # the usual case: a name known to carry no signal
+            if name is not None and key == name:
+                return False
+        elif key == name or (not plain_name(key) and key not in TIMING_HEADERS):
+            return False
+    return True
 
 
 def classify_response(response: Response, status: int, policy: RetryPolicy,
