@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib
 import os
 import ssl
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.real.redis_server import DelayingProxy, HungRedis, RedisServer
+import retry_transport as rt
+from tests.real.redis_server import DelayingProxy, HungRedis, RedisServer, redis_module
 from tests.real.servers import RawServer, ScriptedHTTPServer, closed_port
 
 #: The modules whose ``create_ssl_context`` builds every ``HTTPTransport``'s SSL context.
@@ -139,3 +141,31 @@ def delaying_proxy(redis_server: RedisServer) -> Iterator[DelayingProxy]:
         yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix of this test's own."""
+    return f"rt-test:{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def stores(request: pytest.FixtureRequest, prefix: str) -> Iterator[Callable[..., Any]]:
+    """Makes RedisStores on this test's prefix (on the session's Redis unless given a URL);
+    every one is closed at the end."""
+    redis_module()  # skips (or fails, in CI) without the redis package
+    made: list[Any] = []
+
+    def make(url: str | None = None, **kwargs: Any) -> Any:
+        if url is None:
+            url = request.getfixturevalue("redis_server").url
+        kwargs.setdefault("prefix", prefix)
+        store = rt.RedisStore(url, **kwargs)
+        made.append(store)
+        return store
+
+    try:
+        yield make
+    finally:
+        for store in made:
+            store.close()

@@ -12,8 +12,7 @@ import gc
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -49,28 +48,6 @@ def store_thread_names() -> list[str]:
             if t.name.startswith(("retry-transport store", "retry-transport elections"))]
 
 
-@pytest.fixture
-def prefix() -> str:
-    return f"rt-hard:{uuid.uuid4().hex[:12]}:"
-
-
-@pytest.fixture
-def stores(prefix: str) -> Iterator[Callable[..., Any]]:
-    """Makes RedisStores on this test's prefix; every one is closed at the end."""
-    redis_module()  # skips (or fails, in CI) without the redis package
-    made: list[Any] = []
-
-    def make(url: str, **kwargs: Any) -> Any:
-        kwargs.setdefault("prefix", prefix)
-        store = rt.RedisStore(url, **kwargs)
-        made.append(store)
-        return store
-
-    try:
-        yield make
-    finally:
-        for store in made:
-            store.close()
 
 
 # -- 1. credentials in the URL are never shown ------------------------------------------------

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
@@ -51,7 +50,6 @@ from tests.real.redis_server import (
     HungRedis,
     RedisServer,
     free_port,
-    redis_module,
 )
 from tests.real.servers import LocalHTTPServer
 
@@ -178,35 +176,7 @@ def api() -> Iterator[Callable[[], ApiServer]]:
 # -- stores -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def prefix() -> str:
-    """A key prefix of this test's own."""
-    return f"rt-test:{uuid.uuid4().hex[:12]}:"
-
-
 Stores = Callable[..., Any]
-
-
-@pytest.fixture
-def stores(request: pytest.FixtureRequest, prefix: str) -> Iterator[Stores]:
-    """Makes RedisStores on this test's prefix (on the session's Redis unless given a URL);
-    every one is closed at the end."""
-    redis_module()  # skips (or fails, in CI) without the redis package
-    made: list[Any] = []
-
-    def make(url: str | None = None, **kwargs: Any) -> Any:
-        if url is None:
-            url = request.getfixturevalue("redis_server").url
-        kwargs.setdefault("prefix", prefix)
-        store = rt.RedisStore(url, **kwargs)
-        made.append(store)
-        return store
-
-    try:
-        yield make
-    finally:
-        for store in made:
-            store.close()
 
 
 def knows_cooldown(store: Any, origin: str) -> bool:
