@@ -1,0 +1,100 @@
+"""What the server-side middlewares (:mod:`retry_transport.asgi`, :mod:`retry_transport.wsgi`)
+share: the check of their arguments, the reading of the deadline header a caller sends, and
+the answer given when the caller's time has already run out.
+
+A caller's retry transport (``deadline_header=``) sends the whole milliseconds left of its
+request's deadline. The header's value is taken only when it is one non-negative integer of
+ASCII digits (at most :data:`MAX_DIGITS`, blanks around it allowed): no sign, no decimals,
+no second value. Anything else grants no deadline: a caller's mistake never fails the
+request, it only leaves the server to its own limits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from ._policy import _TOKEN
+from ._validate import ATTEMPT_HEADER_REFUSED, MAX_SECONDS, check_seconds
+
+__all__ = [
+    "DEFAULT_HEADER",
+    "EXPIRED_BODY",
+    "EXPIRED_CONTENT_TYPE",
+    "EXPIRED_STATUS",
+    "MAX_DIGITS",
+    "check_app",
+    "check_header",
+    "check_max_seconds",
+    "granted",
+]
+
+#: The header both middlewares read unless told otherwise.
+DEFAULT_HEADER: Final = "x-request-deadline-ms"
+
+#: The longest value taken, in digits; a longer one is malformed.
+MAX_DIGITS: Final = 15
+
+#: The answer to a caller whose deadline has passed (a value of 0): the application is not
+#: called.
+EXPIRED_STATUS: Final = 504
+EXPIRED_BODY: Final = b"deadline exceeded\n"
+EXPIRED_CONTENT_TYPE: Final = "text/plain; charset=utf-8"
+
+_VALUE: Final = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
+#: The blanks allowed around the value (HTTP's optional whitespace: space and tab).
+_BLANKS: Final = " \t"
+
+
+def check_app(app: object, kind: str) -> None:
+    """Refuse an ``app`` that cannot be called (``kind``: ``"ASGI"`` or ``"WSGI"``)."""
+    if not callable(app):
+        raise ValueError(f"app must be an {kind} application (a callable), got {app!r}")
+
+
+def check_header(header: object) -> str:
+    """A header name (an RFC 9110 token) of its own, as given: never one HTTP defines nor
+    ``Idempotency-Key`` (the names a transport refuses for its ``deadline_header``), since
+    the digits such a header carries for its own reasons would be read as a deadline."""
+    if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+        raise ValueError(f"header must be a header name, got {header!r}")
+    role = ATTEMPT_HEADER_REFUSED.get(header.lower())
+    if role is not None:
+        raise ValueError(
+            f"header must not be {header!r}, {role}: its value would be read as a deadline; "
+            f"name a header of its own, such as {DEFAULT_HEADER!r}"
+        )
+    return header
+
+
+def check_max_seconds(max_seconds: object) -> float | None:
+    """``None``, or a finite number of seconds > 0 (and at most ``MAX_SECONDS``)."""
+    if max_seconds is None:
+        return None
+    return check_seconds("max_seconds", max_seconds, or_none=True)
+
+
+def _milliseconds(value: str | bytes) -> int | None:
+    """The value as milliseconds, or ``None`` if it is malformed."""
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    text = text.strip(_BLANKS)
+    return int(text) if _VALUE.fullmatch(text) else None
+
+
+def granted(values: Iterable[str | bytes], max_seconds: float | None) -> float | None:
+    """The deadline the header's ``values`` (each one the header carried) grant, in seconds.
+
+    ``None``: no deadline (no value, a malformed one, or several). ``0.0``: the caller's
+    deadline has passed. Otherwise the value in seconds, capped at ``max_seconds`` (a caller
+    cannot grant more time than the server allows itself) and at ``MAX_SECONDS`` (a deadline
+    of 31 years is none, and longer ones overflow the timeouts they become).
+    """
+    found = list(values)
+    if len(found) != 1:
+        return None
+    milliseconds = _milliseconds(found[0])
+    if milliseconds is None:
+        return None
+    seconds = min(milliseconds / 1000, MAX_SECONDS)
+    return seconds if max_seconds is None else min(seconds, max_seconds)

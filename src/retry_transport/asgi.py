@@ -1,0 +1,105 @@
+"""An ASGI middleware that runs each request within the deadline its caller sent.
+
+A client whose retry transport has ``deadline_header="x-request-deadline-ms"`` sends, on
+every attempt, the whole milliseconds left of its request's deadline. Wrapping a Starlette,
+FastAPI or any ASGI 3 application in :class:`DeadlineMiddleware` makes that the ambient
+deadline of the request's handler, so that the retry transports it calls other services
+with (and :func:`retry_transport.time_left`) stop when the caller would stop waiting::
+
+    from retry_transport.asgi import DeadlineMiddleware
+
+    app = DeadlineMiddleware(app, max_seconds=30)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from ._deadlines import fresh
+from ._inherit import (
+    DEFAULT_HEADER,
+    EXPIRED_BODY,
+    EXPIRED_CONTENT_TYPE,
+    EXPIRED_STATUS,
+    check_app,
+    check_header,
+    check_max_seconds,
+    granted,
+)
+
+__all__ = ["DeadlineMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_EXPIRED_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-type", EXPIRED_CONTENT_TYPE.encode("ascii")),
+    (b"content-length", str(len(EXPIRED_BODY)).encode("ascii")),
+)
+
+
+class DeadlineMiddleware:
+    """Runs an ASGI application's HTTP requests within the deadline their caller sent.
+
+    For each HTTP request (``scope["type"] == "http"``) the ``header`` is read (in any
+    case): its value is the caller's time left in milliseconds, a non-negative integer of
+    ASCII digits (at most 15, blanks around it allowed).
+
+    * A value above 0: the application runs with that deadline (counted from when the
+      middleware reads it: the time the request took to arrive is not known), capped at
+      ``max_seconds``, as the only ambient deadline: :func:`retry_transport.time_left`
+      reads it, and deadlines in force where the middleware is called (as in a test
+      calling the app in-process through ``httpx.ASGITransport``) do not hold inside.
+    * 0: the caller's deadline has passed; the request is answered ``504`` with a short
+      ``text/plain`` body, without calling the application.
+    * No header, a malformed value (a sign, decimals, letters, an empty value, more than
+      15 digits) or the header sent more than once: the application runs with no deadline
+      at all, ``max_seconds`` included (it caps what a caller grants; it is no deadline of
+      its own). A malformed value is never answered ``400``.
+
+    Other scopes (``lifespan``, ``websocket``) go to the application untouched.
+
+    Args:
+        app: the ASGI 3 application.
+        header: the name of the header carrying the milliseconds left. Default
+            ``"x-request-deadline-ms"``, as the transports' ``deadline_header`` sends.
+        max_seconds: the most time, in seconds, a caller may grant: a finite number > 0,
+            or ``None`` (the default) for no cap.
+
+    Raises:
+        ValueError: ``app`` is not callable, ``header`` is not a header name (or is one
+            HTTP defines), or ``max_seconds`` is neither ``None`` nor a finite number > 0.
+    """
+
+    def __init__(self, app: ASGIApp, *, header: str = DEFAULT_HEADER,
+                 max_seconds: float | None = None) -> None:
+        check_app(app, "ASGI")
+        self.app = app
+        self.header = check_header(header)
+        self.max_seconds = check_max_seconds(max_seconds)
+        self._name = self.header.lower().encode("ascii")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        name = self._name
+        seconds = granted(
+            (value for key, value in scope.get("headers", ()) if key.lower() == name),
+            self.max_seconds,
+        )
+        if seconds == 0.0:
+            await send({"type": "http.response.start", "status": EXPIRED_STATUS,
+                        "headers": list(_EXPIRED_HEADERS)})
+            await send({"type": "http.response.body", "body": EXPIRED_BODY})
+            return
+        with fresh(seconds):
+            await self.app(scope, receive, send)
+
+    def __repr__(self) -> str:
+        return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
+                f"max_seconds={self.max_seconds!r})")
