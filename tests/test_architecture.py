@@ -88,6 +88,7 @@ def test_no_import_cycle() -> None:
 ALLOWED = {
     "_store": {"_fork", "_validate"},
     "_fork": set(),
+    "_deadlines": set(),
     "_validate": set(),
     "_models": set(),
     "_flavour": set(),
@@ -97,8 +98,9 @@ ALLOWED = {
     "_guards": {"_models", "_observe", "_breaker", "_budget", "_flavour", "_http", "_policy",
                 "_rules",
                 "testing"},
-    "_core": {"testing", "_controller", "_flavour", "_guards", "_http", "_models", "_observe",
-              "_policy", "_rules", "_validate"},
+    "_plain": {"testing", "_controller", "_deadlines", "_flavour", "_http", "_rules"},
+    "_core": {"testing", "_controller", "_deadlines", "_flavour", "_guards", "_http", "_models",
+              "_observe", "_policy", "_rules", "_validate"},
 }
 
 
@@ -197,6 +199,7 @@ def test_invalid_options_name_themselves() -> None:
     for name, value in [("cooldown", 1), ("auto_idempotency_key", "yes"), ("breaker", 1),
                         ("store", 1), ("budget", 1), ("rng", 1), ("clock", 1),
                         ("wallclock", 1), ("sleep", 1), ("attempt_header", "a b"),
+                        ("deadline_header", "a b"),
                         ("policy", {}), ("hooks", 1), ("contact", 1)]:
         with pytest.raises(ValueError, match=name):
             rt.RetryTransport(**{name: value})

@@ -13,9 +13,10 @@ import pytest
 
 from retry_transport import CircuitBreaker, RetryBudget, StopReason, retry_info as rt_retry_info
 from retry_transport._controller import Controller
-from retry_transport._core import RetryCall, plain_final, plain_first
+from retry_transport._core import RetryCall
 from retry_transport._guards import FIRST, Guard, Refusal
 from retry_transport._options import Settings
+from retry_transport._plain import plain_final, plain_first
 from retry_transport._policy import RetryPolicy
 from retry_transport._rules import ORDER, Outcome
 from retry_transport._transports import HTTPX

@@ -15,6 +15,7 @@ def test_all_is_pinned() -> None:
         "CircuitBreaker",
         "CircuitOpenError",
         "CooldownError",
+        "DeadlineExceeded",
         "Jitter",
         "MemoryStore",
         "RedisStore",
@@ -26,9 +27,11 @@ def test_all_is_pinned() -> None:
         "RetryStats",
         "RetryTransport",
         "StopReason",
+        "deadline",
         "parse_http_date",
         "parse_retry_after",
         "retry_info",
+        "time_left",
     ]
 
 
@@ -72,12 +75,15 @@ def test_the_httpx2_flavour_exports_the_same_names() -> None:
         if not name.startswith("_") and not isinstance(value, type(rt2))
     }
     assert public == set(rt2.__all__)
-    bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError", "CircuitOpenError"}
+    bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError", "CircuitOpenError",
+             "DeadlineExceeded"}
     for name in set(rt.__all__) - bound:
         assert getattr(rt2, name) is getattr(rt, name), name
     assert issubclass(rt2.RetryTransport, httpx2.BaseTransport)
     assert issubclass(rt2.AsyncRetryTransport, httpx2.AsyncBaseTransport)
     assert issubclass(rt2.CooldownError, httpx2.TransportError)
+    assert issubclass(rt2.DeadlineExceeded, httpx2.TimeoutException)
+    assert issubclass(rt.DeadlineExceeded, __import__("httpx").TimeoutException)
     assert issubclass(rt2.CircuitOpenError, httpx2.TransportError)
     import httpx
 

@@ -9,7 +9,8 @@ rt.retry_info(response).attempts
 
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
-from ._errors import CircuitOpenError, CooldownError
+from ._deadlines import deadline, time_left
+from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded
 from ._http import retry_info
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._observe import RetryHook
@@ -29,6 +30,7 @@ __all__ = [
     "CircuitBreaker",
     "CircuitOpenError",
     "CooldownError",
+    "DeadlineExceeded",
     "Jitter",
     "MemoryStore",
     "RedisStore",
@@ -40,9 +42,11 @@ __all__ = [
     "RetryStats",
     "RetryTransport",
     "StopReason",
+    "deadline",
     "parse_http_date",
     "parse_retry_after",
     "retry_info",
+    "time_left",
 ]
 
 

@@ -75,6 +75,7 @@ class Controller:
         self.contact = settings.contact
         self.auto_idempotency_key = settings.auto_idempotency_key
         self.attempt_header = settings.attempt_header
+        self.deadline_header = settings.deadline_header
         #: Whether requests get headers added (``From``, an idempotency key).
         self.prepares = self.contact is not None or self.auto_idempotency_key
         hooks = settings.hooks

@@ -121,10 +121,10 @@ class CooldownTable:
         # jittered backoff step on top, so that the requests it held do not all come back
         # in the same instant (the herd that jitter exists to break up).
         wait = remaining + compute_backoff(policy, 0, policy.base_delay, call.rng)
-        deadline = policy.deadline
-        if deadline is not None and wait >= deadline:
+        left = call.time_left
+        if left is not None and wait >= left:
             return self._refusal(origin, remaining, signal, _DEADLINE,
-                                 f"past the deadline of {deadline:g} s")
+                                 f"past the deadline ({left:.3f} s left)")
         return Hold(wait, signal)
 
     @staticmethod

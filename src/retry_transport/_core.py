@@ -6,12 +6,14 @@ generator are injected. No HTTP library is imported either: what the decisions n
 httpx or httpx2 comes from the transport's :class:`~._flavour.Flavour`. A driver runs one
 :class:`RetryCall` per request:
 
-    call = RetryCall(controller, request)   # may raise ValueError (bad override), or
-                                            # CooldownError (a guard refused the request)
+    call = RetryCall(controller, request)   # may raise ValueError (bad override),
+                                            # DeadlineExceeded (the ambient time limit has
+                                            # passed), or CooldownError (a guard refused)
     wait = call.wait                        # a guard's hold before the first attempt
     loop:
         sleep(wait) if wait is not None
-        request = call.ready or call.attempt_request()  # may raise CircuitOpenError
+        request = call.ready or call.attempt_request()  # may raise CircuitOpenError or
+                                                        # DeadlineExceeded
         send request
         wait = call.on_response(response)   # or call.on_error(exc)
         None -> hand the response over (or re-raise the exception): metadata attached
@@ -30,6 +32,7 @@ from typing import Any, Final, NoReturn
 
 from . import testing as _testing
 from ._controller import Controller
+from ._deadlines import Scope, current as ambient_scope
 from ._flavour import Request, Response
 from ._guards import FIRST, Guard, Hold, Refusal
 from ._http import attach, clipped_timeouts, length, origin as origin_of, remember
@@ -49,7 +52,7 @@ from ._rules import (
 )
 from ._validate import check_attempt_header
 
-__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "RetryCall", "plain_final", "plain_first"]
+__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "MIN_ATTEMPT", "RetryCall"]
 
 #: A discarded response whose declared body is at most this many bytes is read to the end
 #: before it is closed, so its keep-alive connection goes back to the pool instead of being
@@ -59,6 +62,12 @@ DRAIN_MAX_BYTES: Final = 64 * 1024
 #: just inside the read timeout) is dropped with its connection instead of holding the retry.
 DRAIN_MAX_SECONDS: Final = 0.25
 
+#: The least time left a retry is waited for, in seconds: 1 ms, the ``deadline_header``'s
+#: unit and the shortest timeout an attempt is given. A retry whose wait would leave less is
+#: not waited for (stop reason ``deadline``); with a ``deadline_header``, no attempt is sent
+#: with less (it would carry 0).
+MIN_ATTEMPT: Final = 0.001
+
 _NO_TICKETS: Final[tuple[tuple[Guard, object], ...]] = ()
 
 
@@ -66,8 +75,8 @@ class _Progress:
     """What happened to a request beyond a plain first attempt: created when first needed,
     so a request that succeeds at once never pays for it."""
 
-    __slots__ = ("body", "carried", "deadline_at", "extensions", "history", "previous",
-                 "skipped", "total_wait")
+    __slots__ = ("ambient", "body", "carried", "deadline_at", "extensions", "history",
+                 "previous", "skipped", "total_wait")
 
     def __init__(self, base_delay: float) -> None:
         self.history: list[Attempt] = []
@@ -75,7 +84,8 @@ class _Progress:
         self.previous = base_delay  # the last backoff (decorrelated jitter builds on it)
         # What the guards' vetoes answered for the next attempt (by guard index), or None.
         self.carried: list[object] | None = None
-        self.deadline_at: float | None = None  # clock time
+        self.deadline_at: float | None = None  # clock time: the policy's deadline
+        self.ambient: Scope | None = None  # the ambient deadline (its own clock)
         self.body: bool | None = None  # RetryInfo.body_buffered
         # The caller's extensions, while attempts carry clipped timeouts (deadline).
         self.extensions: dict[str, Any] | None = None
@@ -100,7 +110,7 @@ class RetryCall:
         to wait before it) or ``None``; ``ready`` is the request to send as it is, or
         ``None`` when :meth:`attempt_request` has something to do first.
 
-        ``plain``: the first attempt was already sent as :func:`plain_first` allowed (the
+        ``plain``: the first attempt was already sent as ``_plain.plain_first`` allowed (the
         request counted, the guards' plain tickets given), with the body ``stream`` (the
         request's stream before it was sent): the call takes over from its outcome.
 
@@ -141,11 +151,17 @@ class RetryCall:
         if controller.prepares:
             controller.prepare(request, policy)
         next(controller.request_counter)
-        # The first attempt's admission.
-        if policy.deadline is not None:
+        # The first attempt's admission: the deadline first, then the guards.
+        scope = ambient_scope()
+        if policy.deadline is not None or scope is not None:
             progress = self._state()
-            progress.deadline_at = controller.clock() + policy.deadline
+            if policy.deadline is not None:
+                progress.deadline_at = controller.clock() + policy.deadline
             progress.extensions = request.extensions
+            if scope is not None:
+                progress.ambient = scope
+                self._tickets = _NO_TICKETS
+                self._check_deadline(progress)
         if testing is None:
             for guard in controller.watched:
                 if not guard.quiet and not guard.plain_for(request):
@@ -196,6 +212,67 @@ class RetryCall:
     @property
     def observer(self) -> Observer:
         return self._controller.observer
+
+    @property
+    def time_left(self) -> float | None:
+        """Seconds left of the request's deadline (its policy's or the ambient one, the
+        earlier), or ``None`` without one."""
+        progress = self._progress
+        return None if progress is None else self._left(progress)
+
+    def _left(self, progress: _Progress) -> float | None:
+        """The time left of the effective deadline: the policy's, measured on the
+        transport's clock, and the ambient one, on its own; waits skipped by testing mode
+        count as waited."""
+        left = None
+        deadline_at = progress.deadline_at
+        if deadline_at is not None:
+            left = deadline_at - self._controller.clock()
+        scope = progress.ambient
+        if scope is not None:
+            ambient = scope.left()
+            if left is None or ambient < left:
+                left = ambient
+        if left is not None:
+            left -= progress.skipped
+        return left
+
+    def _check_deadline(self, progress: _Progress) -> float | None:
+        """Before an attempt is sent: the time left, or ``None`` without a deadline; raises
+        the flavour's ``DeadlineExceeded`` (nothing sent) when none is left, or less than
+        ``MIN_ATTEMPT`` with a ``deadline_header`` (it would carry 0 ms)."""
+        left = self._left(progress)
+        if left is not None and (
+            left <= 0.0 or (left < MIN_ATTEMPT and self._controller.deadline_header is not None)
+        ):
+            self._expired(progress, left)
+        return left
+
+    def _expired(self, progress: _Progress, left: float) -> NoReturn:
+        """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go.
+        Before a retry, the retry that was waited for counts in ``retries``, as for a guard's
+        refusal (``_refuse``)."""
+        history = tuple(progress.history)
+        carried = progress.carried
+        if history and carried is not None:  # what the vetoes took for this retry goes back
+            progress.carried = None
+            for guard, answer in zip(self._controller.guards, carried, strict=True):
+                guard.refund(self, answer)
+        info = RetryInfo(len(history), len(history), history, progress.total_wait, DEADLINE)
+        if history:
+            message = (f"the deadline passed while waiting to send attempt "
+                       f"{len(history) + 1} ({max(left, 0.0) * 1000:.3f} ms left): not sent")
+            note = (f"retry-transport: gave up after {len(history)} attempt(s) (deadline): "
+                    "the retry waited for was not sent")
+        else:
+            message = (f"the deadline passed before the request could be sent "
+                       f"({max(left, 0.0) * 1000:.3f} ms left): not sent")
+            note = None
+        request = self.request
+        error = self._controller.flavour.deadline_error(message, request=request)
+        remember(error, info, note)
+        self._controller.note_finish(request, info, failed_retryable=True)
+        raise error
 
     # -- before an attempt -----------------------------------------------------------------
 
@@ -261,8 +338,9 @@ class RetryCall:
         """The request to send now: with a deadline, its timeouts end within the time left;
         a retry carries its attempt number as ``extensions["retry_attempt"]`` (2 for the
         first retry; a first try carries nothing); with ``attempt_header``, every attempt
-        carries its number in that header. A retry is admitted by the guards first (a
-        breaker may have opened while this request waited)."""
+        carries its number in that header, and with ``deadline_header`` the milliseconds
+        left. A retry is admitted by the guards first (a breaker may have opened while this
+        request waited). Raises ``DeadlineExceeded`` when no time is left to send it."""
         request = self.request
         controller = self._controller
         header = controller.attempt_header
@@ -272,22 +350,24 @@ class RetryCall:
                 request.headers[header] = "1"
             return request
         retry = len(progress.history) + 1 if progress.history else 0
+        left = self._check_deadline(progress)
         if retry and controller.guards:
             self._admit(progress.carried)
         if header is not None:
             request.headers[header] = str(retry or 1)
-        deadline_at = progress.deadline_at
-        if not retry and deadline_at is None:
-            return request
+        if left is None:
+            if not retry:
+                return request
+        elif controller.deadline_header is not None:
+            request.headers[controller.deadline_header] = str(int(left * 1000))
         # The same request object every time (whatever the inner transport caches on it,
         # such as a body it read, stays with it); the caller's extensions come back after
         # each attempt.
         if progress.extensions is None:
             progress.extensions = request.extensions
         extensions = {**progress.extensions}
-        if deadline_at is not None:
-            remaining = deadline_at - controller.clock() - progress.skipped
-            extensions["timeout"] = clipped_timeouts(extensions.get("timeout"), remaining)
+        if left is not None:
+            extensions["timeout"] = clipped_timeouts(extensions.get("timeout"), left)
         if retry:
             extensions["retry_attempt"] = retry
         request.extensions = extensions
@@ -317,7 +397,8 @@ class RetryCall:
         """Whether to read a discarded response's body before closing it: a small declared
         body (``DRAIN_MAX_BYTES``), and no deadline (a slow body could outlast it)."""
         progress = self._progress
-        if progress is not None and progress.deadline_at is not None:
+        if progress is not None and (progress.deadline_at is not None
+                                     or progress.ambient is not None):
             return False
         if isinstance(response.stream, self._controller.flavour.byte_stream):
             return False  # already in memory (a mock, an ASGI app): no connection to keep
@@ -405,10 +486,9 @@ class RetryCall:
         if reason is None:
             backoff = compute_backoff(policy, attempt - 1, progress.previous, self.rng)
             wait = backoff + (outcome.floor or 0.0)
-            deadline_at = progress.deadline_at
-            if deadline_at is not None:
-                left = deadline_at - controller.clock() - progress.skipped
-                if wait >= left:
+            left = self._left(progress)
+            if left is not None:
+                if wait >= left - MIN_ATTEMPT:
                     self._finish(DEADLINE, result, outcome, failed_retryable=True,
                                  refused=(wait, left))
                     return None
@@ -481,52 +561,3 @@ class RetryCall:
         else:
             attach(result, info)
         self._controller.note_finish(self.request, info, failed_retryable, detail)
-
-
-# -- the plain first attempt -------------------------------------------------------------------
-#
-# Most requests are sent once and answered with a final answer. For them the drivers skip
-# the RetryCall altogether: plain_first says whether the first attempt may go as it is, and
-# plain_final whether what came back ends the request. Anything else (an error, a response
-# that is not final at once) is handed to RetryCall(controller, request, plain=True), which
-# takes over from that outcome.
-
-
-def plain_first(controller: Controller, request: Request) -> bool:
-    """Whether ``request``'s first attempt goes as it is, the guards' plain tickets given:
-    the transport's own policy (no override, no testing mode), nothing to add to the request
-    (``simple``), and every guard quiet, or plain for this request. Counts the request
-    when so."""
-    if (
-        not controller.simple
-        or _testing.active is not None
-        or request.extensions.get("retry") is not None
-    ):
-        return False
-    for guard in controller.watched:
-        if not guard.quiet and not guard.plain_for(request):
-            return False
-    next(controller.request_counter)
-    return True
-
-
-def plain_final(controller: Controller, request: Request, response: Response) -> bool:
-    """After a plain first attempt: whether ``response`` ends the request at once; if so,
-    its metadata is attached and the plain tickets are settled with its outcome."""
-    status = response.status_code
-    if not final_at_once(response, status, controller.policy, controller.pacing):
-        return False
-    info, outcome = controller.finals.get(status) or controller.final(status)
-    try:  # attach()'s usual case, without the call
-        response.extensions["retry"] = info
-    except TypeError:  # a mapping that cannot be written to: attach() replaces it
-        attach(response, info)
-    if outcome.success:
-        for tally in controller.tallies:
-            tally()
-        for guard in controller.untallied:
-            guard.settle_plain(request, outcome)
-    else:
-        for guard in controller.plain_guards:
-            guard.settle_plain(request, outcome)
-    return True

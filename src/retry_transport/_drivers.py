@@ -21,7 +21,7 @@ import anyio
 
 from ._breaker import CircuitBreaker
 from ._controller import Controller
-from ._core import DRAIN_MAX_SECONDS, RetryCall, plain_final, plain_first
+from ._core import DRAIN_MAX_SECONDS, RetryCall
 from ._flavour import Flavour, Request, Response
 from ._models import RetryStats
 from ._observe import RetryHook
@@ -31,6 +31,7 @@ from ._options import (
     TransportOptions,
     configure,
 )
+from ._plain import plain_final, plain_first
 from ._policy import RetryPolicy
 from ._store import MemoryStore
 from ._validate import function_kind
@@ -227,6 +228,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         contact: str | None = None,
         auto_idempotency_key: bool = False,
         attempt_header: str | None = None,
+        deadline_header: str | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], object] | None = None,
         clock: Callable[[], float] | None = None,
@@ -269,6 +271,15 @@ class SyncRetry(_Common, Generic[_Sync]):
                 caching, conditions: ``Content-Length``, ``Host``, ``Authorization``...;
                 the list and its RFC 9110, 9111 and 9112 sections:
                 ``retry_transport._validate.HTTP_FIELDS``).
+            deadline_header: a header name (such as ``"x-request-deadline-ms"``): when a
+                deadline applies to the request (the policy's ``deadline``, an ambient
+                :class:`deadline`, or both), every attempt carries the whole milliseconds
+                left of it, rounded down, computed as the attempt is sent, so the service
+                called can stop working when the caller gives up (its middleware:
+                ``retry_transport.asgi`` / ``retry_transport.wsgi``). A caller's own value
+                is replaced; without a deadline the request is left as it is. An attempt
+                that would carry 0 ms is not sent. Default ``None``. Refused as
+                ``attempt_header`` is.
             rng: a ``random.Random`` for the jitter (seed it for reproducible waits).
             sleep: the function that waits, given seconds: a plain function (a coroutine
                 function, or a partial or bound method of one, raises ``ValueError``: it
@@ -395,6 +406,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         contact: str | None = None,
         auto_idempotency_key: bool = False,
         attempt_header: str | None = None,
+        deadline_header: str | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[object]] | None = None,
         clock: Callable[[], float] | None = None,

@@ -6,7 +6,14 @@ from typing import Any
 
 import httpx
 
-__all__ = ["CircuitOpenError", "CircuitOpenErrorBase", "CooldownError", "CooldownErrorBase"]
+__all__ = [
+    "CircuitOpenError",
+    "CircuitOpenErrorBase",
+    "CooldownError",
+    "CooldownErrorBase",
+    "DeadlineExceeded",
+    "DeadlineExceededBase",
+]
 
 
 class CooldownErrorBase(Exception):
@@ -69,4 +76,32 @@ class CircuitOpenError(CircuitOpenErrorBase, httpx.TransportError):
         origin: the origin, as ``scheme://host:port``.
         remaining: seconds until the breaker lets a probe through (0.0 while half-open with
             every probe slot taken).
+    """
+
+
+class DeadlineExceededBase(Exception):
+    """What every flavour's ``DeadlineExceeded`` shares. Mixed in ahead of the flavour's
+    ``TimeoutException``, whose constructor takes the request."""
+
+    def __init__(self, message: str, *, request: Any) -> None:
+        super().__init__(message, request=request)  # type: ignore[call-arg]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self)._rebuild, (str(self), self.request),  # type: ignore[attr-defined]
+                self.__dict__)
+
+    @classmethod
+    def _rebuild(cls, message: str, request: Any) -> DeadlineExceededBase:
+        return cls(message, request=request)
+
+
+class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException):
+    """The request's deadline passed before an attempt could be sent: nothing was sent.
+
+    Raised when a request starts after the ambient deadline
+    (:class:`retry_transport.deadline`) has passed, checked before the breaker and the
+    cooldowns; when an attempt's ``deadline_header`` would carry 0 ms; and when the time
+    left ran out during the wait before a retry. ``retry_info(error)`` says what was done
+    (0 attempts for a first attempt), with stop reason ``deadline``. It subclasses
+    ``httpx.TimeoutException``, so code that already catches timeouts keeps working.
     """

@@ -84,6 +84,8 @@ class Flavour:
         cooldown_error: the flavour's ``CooldownError`` (a subclass of its
             ``TransportError``).
         circuit_open_error: the flavour's ``CircuitOpenError`` (likewise).
+        deadline_error: the flavour's ``DeadlineExceeded`` (a subclass of its
+            ``TimeoutException``).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
     """
 
@@ -101,12 +103,14 @@ class Flavour:
     async_transport: Callable[..., Any]
     cooldown_error: type[Any]
     circuit_open_error: type[Any]
+    deadline_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
 
     @classmethod
     def of(
-        cls, module: ModuleType, cooldown_error: type[Any], circuit_open_error: type[Any]
+        cls, module: ModuleType, cooldown_error: type[Any], circuit_open_error: type[Any],
+        deadline_error: type[Any],
     ) -> Flavour:
         """The binding of ``module`` (``httpx`` or ``httpx2``, which share one API)."""
         return cls(
@@ -124,6 +128,7 @@ class Flavour:
             async_transport=module.AsyncHTTPTransport,
             cooldown_error=cooldown_error,
             circuit_open_error=circuit_open_error,
+            deadline_error=deadline_error,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.
             sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),

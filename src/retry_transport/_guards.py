@@ -21,7 +21,7 @@ retry budget). For every attempt of a request, the core (``_core.RetryCall``):
 
 A guard that is ``quiet`` (it would only answer its ``plain`` ticket) is not asked to admit a
 first attempt; when every guard is quiet, the drivers send the first attempt without a call
-at all (``_core.plain_first``), and an answer final at once is settled by ``settle_plain``,
+at all (``_plain.plain_first``), and an answer final at once is settled by ``settle_plain``,
 told the request alone, or for a success by the guard's ``tally``, a lock-free counter.
 
 Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two
@@ -81,6 +81,10 @@ class CallView(Protocol):
     @property
     def attempt(self) -> int:
         """The number of the attempt being admitted or settled (1 for the first)."""
+    @property
+    def time_left(self) -> float | None:
+        """Seconds left of the request's deadline (the policy's or the ambient one), or
+        ``None`` without one."""
 
 
 class Refusal:

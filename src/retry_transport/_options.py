@@ -126,19 +126,27 @@ def _instance(name: str, kind: type[Any], spelt: str) -> Callable[[object], Any]
     return check
 
 
-def _header(value: object) -> str | None:
-    """A header name of its own (never one of ``ATTEMPT_HEADER_REFUSED``), or ``None``."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
-        raise ValueError(f"attempt_header must be a header name or None, got {value!r}")
-    role = ATTEMPT_HEADER_REFUSED.get(value.lower())
-    if role is not None:
-        raise ValueError(
-            f"attempt_header must not be {value!r}, {role}: the attempt number would replace "
-            "its value; name a header of its own, such as 'X-Attempt'"
-        )
-    return value
+def _header(name: str) -> Callable[[object], str | None]:
+    """The check of a header name of the transport's own (never one of
+    ``ATTEMPT_HEADER_REFUSED``), or ``None``, for the keyword ``name``."""
+
+    def check(value: object) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not _TOKEN.fullmatch(value):
+            raise ValueError(f"{name} must be a header name or None, got {value!r}")
+        role = ATTEMPT_HEADER_REFUSED.get(value.lower())
+        if role is not None:
+            raise ValueError(
+                f"{name} must not be {value!r}, {role}: the transport's value would replace "
+                f"its own; name a header of its own, such as {_EXAMPLES[name]!r}"
+            )
+        return value
+
+    return check
+
+
+_EXAMPLES: Final = {"attempt_header": "X-Attempt", "deadline_header": "X-Request-Deadline-Ms"}
 
 
 def _sleep(value: object, *, sync: bool) -> None:
@@ -201,8 +209,11 @@ class Settings:
         False, lambda value: check_flag("auto_idempotency_key", value),
         "give unsafe requests a fresh `Idempotency-Key`")
     attempt_header: str | None = option(
-        None, _header, "a header carrying each attempt's 1-based number, the first included "
-        "(never one HTTP defines, nor the idempotency header)")
+        None, _header("attempt_header"), "a header carrying each attempt's 1-based number, "
+        "the first included (never one HTTP defines, nor the idempotency header)")
+    deadline_header: str | None = option(
+        None, _header("deadline_header"), "a header carrying the whole milliseconds left of "
+        "the request's deadline on each attempt, for the service called to inherit it")
     rng: random.Random = option(
         None, _rng, "the jitter's random source (seed it to reproduce waits)")
     sleep: Callable[[float], object] | None = option(
@@ -280,6 +291,12 @@ def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
     if policy_fields:
         policy = policy.replace(**policy_fields)
     check_attempt_header(settings.attempt_header, policy.idempotency_header)
+    check_attempt_header(settings.deadline_header, policy.idempotency_header,
+                         name="deadline_header")
+    if (settings.deadline_header is not None and settings.attempt_header is not None
+            and settings.deadline_header.lower() == settings.attempt_header.lower()):
+        raise ValueError(f"deadline_header must not be attempt_header "
+                         f"({settings.attempt_header!r}): each needs a header of its own")
     base, build = (
         (flavour.sync_base, flavour.sync_transport) if sync
         else (flavour.async_base, flavour.async_transport)

@@ -12,13 +12,13 @@ from typing import Final
 import httpx
 
 from ._drivers import AsyncRetry, SyncRetry
-from ._errors import CircuitOpenError, CooldownError
+from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded
 from ._flavour import Flavour
 
 __all__ = ["HTTPX", "AsyncRetryTransport", "RetryTransport"]
 
 #: What the core and the drivers need from httpx.
-HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError)
+HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError, DeadlineExceeded)
 
 
 class RetryTransport(SyncRetry[httpx.BaseTransport], httpx.BaseTransport):

@@ -220,17 +220,18 @@ def check_hooks(value: Iterable[Callable[..., object]] | Callable[..., object] |
 
 
 def check_attempt_header(attempt_header: str | None, idempotency_header: str | None,
-                         where: str = "the policy's") -> None:
-    """Refuse an ``attempt_header`` that is the idempotency header in effect (any case):
-    every attempt would carry a key (1, 2, 3...), so an unkeyed request would be retried, and
-    under a new key each time. ``where`` says whose idempotency header it is."""
+                         where: str = "the policy's", *, name: str = "attempt_header") -> None:
+    """Refuse a header of the transport's own (``name``: ``attempt_header`` or
+    ``deadline_header``) that is the idempotency header in effect (any case): every attempt
+    would carry a number as its key, so an unkeyed request would be retried, under a new key
+    each time. ``where`` says whose idempotency header it is."""
     if (
         attempt_header is not None
         and idempotency_header is not None
         and attempt_header.lower() == idempotency_header.lower()
     ):
         raise ValueError(
-            f"attempt_header must not be {where} idempotency_header ({idempotency_header!r}):"
-            " every attempt would carry its number as a key, so a request sent without a key"
+            f"{name} must not be {where} idempotency_header ({idempotency_header!r}):"
+            " every attempt would carry a number as its key, so a request sent without a key"
             " would be retried, under a new key each time"
         )

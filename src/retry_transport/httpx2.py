@@ -39,14 +39,17 @@ from . import (
     RetryPolicy,
     RetryStats,
     StopReason,
+    deadline,
     parse_http_date,
     parse_retry_after,
     retry_info,
+    time_left,
 )
 from ._drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
 from ._errors import (
     CircuitOpenErrorBase as _CircuitOpenErrorBase,
     CooldownErrorBase as _CooldownErrorBase,
+    DeadlineExceededBase as _DeadlineExceededBase,
 )
 from ._flavour import Flavour as _Flavour
 
@@ -58,6 +61,7 @@ __all__ = [
     "CircuitBreaker",
     "CircuitOpenError",
     "CooldownError",
+    "DeadlineExceeded",
     "Jitter",
     "MemoryStore",
     "RedisStore",
@@ -69,9 +73,11 @@ __all__ = [
     "RetryStats",
     "RetryTransport",
     "StopReason",
+    "deadline",
     "parse_http_date",
     "parse_retry_after",
     "retry_info",
+    "time_left",
 ]
 
 
@@ -102,8 +108,16 @@ class CircuitOpenError(_CircuitOpenErrorBase, _httpx2.TransportError):
     """
 
 
+class DeadlineExceeded(_DeadlineExceededBase, _httpx2.TimeoutException):
+    """The request's deadline passed before an attempt could be sent: nothing was sent.
+
+    ``retry_info(error)`` says what was done, with stop reason ``deadline``. It subclasses
+    ``httpx2.TimeoutException``, so code that already catches timeouts keeps working.
+    """
+
+
 #: What the core and the drivers need from httpx2.
-_HTTPX2 = _Flavour.of(_httpx2, CooldownError, CircuitOpenError)
+_HTTPX2 = _Flavour.of(_httpx2, CooldownError, CircuitOpenError, DeadlineExceeded)
 
 
 class RetryTransport(_SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):
@@ -128,7 +142,8 @@ class AsyncRetryTransport(_AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.Async
 
 
 
-_PUBLIC = {"CooldownError", "CircuitOpenError", "RetryTransport", "AsyncRetryTransport"}
+_PUBLIC = {"CooldownError", "CircuitOpenError", "DeadlineExceeded", "RetryTransport",
+           "AsyncRetryTransport"}
 for _name in _PUBLIC:
     globals()[_name].__module__ = __name__
 del _name
