@@ -99,7 +99,8 @@ ALLOWED = {
                 "_rules",
                 "testing"},
     "_plain": {"testing", "_controller", "_deadlines", "_flavour", "_http", "_rules"},
-    "_core": {"testing", "_controller", "_deadlines", "_flavour", "_guards", "_http", "_models",
+    "_timeleft": {"_controller", "_http", "_models"},
+    "_core": {"testing", "_controller", "_deadlines", "_timeleft", "_flavour", "_guards", "_http", "_models",
               "_observe", "_policy", "_rules", "_validate"},
 }
 

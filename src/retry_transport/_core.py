@@ -50,9 +50,10 @@ from ._rules import (
     final_at_once,
     may_retry,
 )
+from ._timeleft import MIN_ATTEMPT, TimeLeft
 from ._validate import check_attempt_header
 
-__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "MIN_ATTEMPT", "RetryCall"]
+__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "RetryCall"]
 
 #: A discarded response whose declared body is at most this many bytes is read to the end
 #: before it is closed, so its keep-alive connection goes back to the pool instead of being
@@ -62,12 +63,6 @@ DRAIN_MAX_BYTES: Final = 64 * 1024
 #: just inside the read timeout) is dropped with its connection instead of holding the retry.
 DRAIN_MAX_SECONDS: Final = 0.25
 
-#: The least time left a retry is waited for, in seconds: 1 ms, the ``deadline_header``'s
-#: unit and the shortest timeout an attempt is given. A retry whose wait would leave less is
-#: not waited for (stop reason ``deadline``); with a ``deadline_header``, no attempt is sent
-#: with less (it would carry 0).
-MIN_ATTEMPT: Final = 0.001
-
 _NO_TICKETS: Final[tuple[tuple[Guard, object], ...]] = ()
 
 
@@ -75,8 +70,8 @@ class _Progress:
     """What happened to a request beyond a plain first attempt: created when first needed,
     so a request that succeeds at once never pays for it."""
 
-    __slots__ = ("ambient", "body", "carried", "deadline_at", "extensions", "history",
-                 "previous", "skipped", "total_wait")
+    __slots__ = ("ambient", "body", "carried", "deadline_at", "extensions", "hedges", "history",
+                 "place", "previous", "skipped", "total_wait")
 
     def __init__(self, base_delay: float) -> None:
         self.history: list[Attempt] = []
@@ -91,9 +86,13 @@ class _Progress:
         self.extensions: dict[str, Any] | None = None
         # Seconds of waiting that testing mode skipped: the deadline still counts them.
         self.skipped = 0.0
+        self.hedges = 0  # hedges sent (RetryInfo.hedges)
+        # Where the next record goes in ``history`` (None: at the end): a hedged try keeps
+        # its attempts in the order they started, whichever answered last.
+        self.place: int | None = None
 
 
-class RetryCall:
+class RetryCall(TimeLeft):
     """The decisions for one request, from its first attempt to its final outcome.
 
     It is also what the guards read (``_guards.CallView``): ``request``, ``policy``,
@@ -213,67 +212,6 @@ class RetryCall:
     def observer(self) -> Observer:
         return self._controller.observer
 
-    @property
-    def time_left(self) -> float | None:
-        """Seconds left of the request's deadline (its policy's or the ambient one, the
-        earlier), or ``None`` without one."""
-        progress = self._progress
-        return None if progress is None else self._left(progress)
-
-    def _left(self, progress: _Progress) -> float | None:
-        """The time left of the effective deadline: the policy's, measured on the
-        transport's clock, and the ambient one, on its own; waits skipped by testing mode
-        count as waited."""
-        left = None
-        deadline_at = progress.deadline_at
-        if deadline_at is not None:
-            left = deadline_at - self._controller.clock()
-        scope = progress.ambient
-        if scope is not None:
-            ambient = scope.left()
-            if left is None or ambient < left:
-                left = ambient
-        if left is not None:
-            left -= progress.skipped
-        return left
-
-    def _check_deadline(self, progress: _Progress) -> float | None:
-        """Before an attempt is sent: the time left, or ``None`` without a deadline; raises
-        the flavour's ``DeadlineExceeded`` (nothing sent) when none is left, or less than
-        ``MIN_ATTEMPT`` with a ``deadline_header`` (it would carry 0 ms)."""
-        left = self._left(progress)
-        if left is not None and (
-            left <= 0.0 or (left < MIN_ATTEMPT and self._controller.deadline_header is not None)
-        ):
-            self._expired(progress, left)
-        return left
-
-    def _expired(self, progress: _Progress, left: float) -> NoReturn:
-        """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go.
-        Before a retry, the retry that was waited for counts in ``retries``, as for a guard's
-        refusal (``_refuse``)."""
-        history = tuple(progress.history)
-        carried = progress.carried
-        if history and carried is not None:  # what the vetoes took for this retry goes back
-            progress.carried = None
-            for guard, answer in zip(self._controller.guards, carried, strict=True):
-                guard.refund(self, answer)
-        info = RetryInfo(len(history), len(history), history, progress.total_wait, DEADLINE)
-        if history:
-            message = (f"the deadline passed while waiting to send attempt "
-                       f"{len(history) + 1} ({max(left, 0.0) * 1000:.3f} ms left): not sent")
-            note = (f"retry-transport: gave up after {len(history)} attempt(s) (deadline): "
-                    "the retry waited for was not sent")
-        else:
-            message = (f"the deadline passed before the request could be sent "
-                       f"({max(left, 0.0) * 1000:.3f} ms left): not sent")
-            note = None
-        request = self.request
-        error = self._controller.flavour.deadline_error(message, request=request)
-        remember(error, info, note)
-        self._controller.note_finish(request, info, failed_retryable=True)
-        raise error
-
     # -- before an attempt -----------------------------------------------------------------
 
     def _admit(self, carried: object) -> float | None:
@@ -353,25 +291,35 @@ class RetryCall:
         left = self._check_deadline(progress)
         if retry and controller.guards:
             self._admit(progress.carried)
-        if header is not None:
-            request.headers[header] = str(retry or 1)
-        if left is None:
-            if not retry:
-                return request
-        elif controller.deadline_header is not None:
-            request.headers[controller.deadline_header] = str(int(left * 1000))
+        if left is None and not retry:
+            if header is not None:
+                request.headers[header] = "1"
+            return request
         # The same request object every time (whatever the inner transport caches on it,
         # such as a body it read, stays with it); the caller's extensions come back after
         # each attempt.
         if progress.extensions is None:
             progress.extensions = request.extensions
-        extensions = {**progress.extensions}
-        if left is not None:
-            extensions["timeout"] = clipped_timeouts(extensions.get("timeout"), left)
-        if retry:
-            extensions["retry_attempt"] = retry
-        request.extensions = extensions
+        self._dress(request, retry or 1, left, progress.extensions)
         return request
+
+    def _dress(self, request: Request, number: int, left: float | None,
+               extensions: dict[str, Any]) -> None:
+        """What attempt ``number`` carries, on ``request``: its number in ``attempt_header``,
+        the milliseconds ``left`` in ``deadline_header``, timeouts clipped to ``left``, and
+        (a retry or a hedge) ``extensions["retry_attempt"]``, over the caller's
+        ``extensions``."""
+        controller = self._controller
+        if controller.attempt_header is not None:
+            request.headers[controller.attempt_header] = str(number)
+        extensions = {**extensions}
+        if left is not None:
+            if controller.deadline_header is not None:
+                request.headers[controller.deadline_header] = str(int(left * 1000))
+            extensions["timeout"] = clipped_timeouts(extensions.get("timeout"), left)
+        if number > 1:
+            extensions["retry_attempt"] = number
+        request.extensions = extensions
 
     # -- after an attempt --------------------------------------------------------------
 
@@ -445,6 +393,17 @@ class RetryCall:
                     guard.settle(self, ticket, outcome)
             return None
         self._attempt_over()
+        outcome = self._judged(response, status)
+        stop = outcome.stop
+        if stop is not None:
+            self._finish(stop, response, outcome, failed_retryable=stop is SERVER_DECLINED)
+            return None
+        return self._retry_or_stop(response, outcome)
+
+    def _judged(self, response: Response, status: int) -> Outcome:
+        """What a response means; the attempt's tickets settled with it, and the guards
+        that learn told."""
+        controller = self._controller
         outcome = classify_response(response, status, self.policy, controller.wallclock,
                                     controller.cooldown)
         if self._tickets:
@@ -453,22 +412,23 @@ class RetryCall:
             guard.learn(self, outcome)
         if outcome.ignored is not None:
             controller.observer.ignored_retry_after(self.origin, outcome.ignored)
-        stop = outcome.stop
-        if stop is not None:
-            self._finish(stop, response, outcome, failed_retryable=stop is SERVER_DECLINED)
-            return None
-        return self._retry_or_stop(response, outcome)
+        return outcome
 
     def on_error(self, exc: Exception) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         self._attempt_over()
-        outcome = classify_error(exc, self._controller.flavour)
-        if self._tickets:
-            self._settle(outcome)
+        outcome = self._judged_error(exc)
         if outcome.stop is not None:
             self._finish(NOT_RETRYABLE, exc, outcome, failed_retryable=False)
             return None
         return self._retry_or_stop(exc, outcome)
+
+    def _judged_error(self, exc: Exception) -> Outcome:
+        """What an attempt's exception means; the attempt's tickets settled with it."""
+        outcome = classify_error(exc, self._controller.flavour)
+        if self._tickets:
+            self._settle(outcome)
+        return outcome
 
     # -- the decision ------------------------------------------------------------------
 
@@ -507,9 +467,24 @@ class RetryCall:
         progress.carried = carried
         progress.total_wait += wait
         status, error, signal = outcome.status, outcome.error, outcome.signal
-        progress.history.append(new_attempt(status, error, outcome.floor, wait, signal))
+        self._keep(progress, new_attempt(status, error, outcome.floor, wait, signal,
+                                         hedge=self._hedged(progress)))
         controller.note_retry(request, attempt, policy.max_attempts, wait, status, error, signal)
         return self._to_sleep(wait)
+
+    @staticmethod
+    def _keep(progress: _Progress, record: Attempt) -> None:
+        """Add the record of the attempt just judged to the history (at ``place``)."""
+        place = progress.place
+        if place is None:
+            progress.history.append(record)
+        else:
+            progress.history.insert(place, record)
+            progress.place = None
+
+    def _hedged(self, progress: _Progress) -> bool:
+        """Whether the attempt just judged was a hedge (see ``_hedging.HedgedCall``)."""
+        return False
 
     def _veto(self, outcome: Outcome) -> tuple[StopReason | None, list[object] | None]:
         """Ask the guards that veto, in the rule order: the first reason given stops the
@@ -546,11 +521,11 @@ class RetryCall:
             refused_wait, left = refused
             detail = (f"the next wait of {refused_wait:.3f} s would end past the deadline "
                       f"({max(left, 0.0):.3f} s left)")
-        progress.history.append(new_attempt(outcome.status, outcome.error, floor, 0.0, signal,
-                                            refused_wait))
+        self._keep(progress, new_attempt(outcome.status, outcome.error, floor, 0.0, signal,
+                                         refused_wait, self._hedged(progress)))
         history = tuple(progress.history)
         info = new_retry_info(len(history), len(history) - 1, history, progress.total_wait,
-                              reason, progress.body)
+                              reason, progress.body, progress.hedges)
         if isinstance(result, BaseException):
             note = None
             if failed_retryable:

@@ -65,6 +65,11 @@ class Attempt:
         refused_wait: on the last attempt of a request stopped with ``deadline``, the
             wait (backoff plus the server's time) that was not slept because it would have
             ended past the deadline; ``None`` otherwise (``wait`` stays ``0.0``).
+        hedge: True for a hedge: an attempt started, with :class:`~retry_transport.Hedging`,
+            while an earlier one was still in flight. Default False.
+        cancelled: True for an attempt that another one's answer made needless (a hedged
+            request's losers): cancelled, or abandoned and its answer closed unread;
+            ``status`` and ``error`` are then ``None``. Default False.
     """
 
     status: int | None
@@ -73,6 +78,8 @@ class Attempt:
     wait: float
     signal: str | None = None
     refused_wait: float | None = None
+    hedge: bool = False
+    cancelled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +91,7 @@ class RetryInfo:
         retries: attempts after the first (``attempts - 1``), and a retry a guard refused
             after its wait (the breaker opened meanwhile): decided and waited for, it counts,
             as in the transport's stats, though it was not sent.
-        history: one :class:`Attempt` per attempt, oldest first.
+        history: one :class:`Attempt` per attempt, in the order they started.
         total_wait: seconds slept in all: between attempts, and before the first one when
             its origin was cooling down (that wait is in no ``Attempt``).
         stop_reason: why no further attempt was made.
@@ -93,6 +100,7 @@ class RetryInfo:
             handed over as a stream (errors reading it are then not retried); ``None`` when
             the body was left to the caller (the option is off, or the final response has a
             retryable status that was not retried).
+        hedges: the hedges among the attempts (counted in ``retries`` too). Default 0.
     """
 
     attempts: int
@@ -101,6 +109,7 @@ class RetryInfo:
     total_wait: float
     stop_reason: StopReason
     body_buffered: bool | None = None
+    hedges: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +123,9 @@ class RetryEvent:
             because its origin asked for quiet with ``Retry-After``; ``attempt`` is 0), or
             ``"breaker_open"`` / ``"breaker_half_open"`` / ``"breaker_close"`` (the origin's
             circuit breaker changed state on this request's attempt; with ``breaker_open``,
-            ``wait`` is the break in seconds).
+            ``wait`` is the break in seconds), or ``"hedge"`` (attempt ``attempt`` was sent
+            while an earlier one was still in flight, ``wait`` seconds after the previous
+            start).
         method: the request method.
         url: the request URL without userinfo and query string.
         attempt: the number of the attempt that just failed (1 for the first).
@@ -133,7 +144,8 @@ class RetryEvent:
     """
 
     kind: Literal[
-        "retry", "give_up", "cooldown", "breaker_open", "breaker_half_open", "breaker_close"
+        "retry", "give_up", "cooldown", "breaker_open", "breaker_half_open", "breaker_close",
+        "hedge",
     ]
     method: str
     url: str
@@ -160,6 +172,8 @@ class RetryStats:
             retry.
         budget_tokens: tokens left in the retry budget, or ``None`` without a budget.
         retry_rate: ``retries / requests`` (``0.0`` before the first request).
+        hedges: hedges sent (with :class:`~retry_transport.Hedging`; not in ``retries``).
+        hedge_wins: requests whose response handed over was a hedge's, whatever its status.
     """
 
     requests: int
@@ -167,6 +181,8 @@ class RetryStats:
     gave_up: Mapping[StopReason, int]
     budget_tokens: float | None
     retry_rate: float
+    hedges: int = 0
+    hedge_wins: int = 0
 
 
 # -- quick construction ------------------------------------------------------------------------
@@ -188,8 +204,10 @@ class _RetryInfoDraft:
 
 
 def new_attempt(status: int | None, error: str | None, retry_after: float | None, wait: float,
-            signal: str | None, refused_wait: float | None = None) -> Attempt:
-    """``Attempt(status, error, retry_after, wait, signal, refused_wait)``, built quickly."""
+            signal: str | None, refused_wait: float | None = None, hedge: bool = False,
+            cancelled: bool = False) -> Attempt:
+    """``Attempt(status, error, retry_after, wait, signal, refused_wait, hedge,
+    cancelled)``, built quickly."""
     draft = _AttemptDraft()
     draft.status = status  # type: ignore[attr-defined]
     draft.error = error  # type: ignore[attr-defined]
@@ -197,14 +215,17 @@ def new_attempt(status: int | None, error: str | None, retry_after: float | None
     draft.wait = wait  # type: ignore[attr-defined]
     draft.signal = signal  # type: ignore[attr-defined]
     draft.refused_wait = refused_wait  # type: ignore[attr-defined]
+    draft.hedge = hedge  # type: ignore[attr-defined]
+    draft.cancelled = cancelled  # type: ignore[attr-defined]
     draft.__class__ = Attempt  # type: ignore[assignment]
     return draft  # type: ignore[return-value]
 
 
 def new_retry_info(attempts: int, retries: int, history: tuple[Attempt, ...], total_wait: float,
-               stop_reason: StopReason, body_buffered: bool | None) -> RetryInfo:
-    """``RetryInfo(attempts, retries, history, total_wait, stop_reason, body_buffered)``,
-    built quickly."""
+               stop_reason: StopReason, body_buffered: bool | None,
+               hedges: int = 0) -> RetryInfo:
+    """``RetryInfo(attempts, retries, history, total_wait, stop_reason, body_buffered,
+    hedges)``, built quickly."""
     draft = _RetryInfoDraft()
     draft.attempts = attempts  # type: ignore[attr-defined]
     draft.retries = retries  # type: ignore[attr-defined]
@@ -212,5 +233,6 @@ def new_retry_info(attempts: int, retries: int, history: tuple[Attempt, ...], to
     draft.total_wait = total_wait  # type: ignore[attr-defined]
     draft.stop_reason = stop_reason  # type: ignore[attr-defined]
     draft.body_buffered = body_buffered  # type: ignore[attr-defined]
+    draft.hedges = hedges  # type: ignore[attr-defined]
     draft.__class__ = RetryInfo  # type: ignore[assignment]
     return draft  # type: ignore[return-value]

@@ -1,0 +1,99 @@
+"""The deadline's part of a request's decisions: the time left, and the end of a request
+whose time ran out before an attempt could be sent.
+
+Mixed into :class:`~._core.RetryCall`: a request's deadline is the earlier of its policy's
+``deadline`` (measured on the transport's clock from the request's start) and the ambient
+one (``_deadlines``, measured on its own clock).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+from ._http import remember
+from ._models import RetryInfo, StopReason
+
+if TYPE_CHECKING:
+    from ._controller import Controller
+
+__all__ = ["MIN_ATTEMPT", "TimeLeft"]
+
+#: The least time left a retry is waited for, in seconds: 1 ms, the ``deadline_header``'s
+#: unit and the shortest timeout an attempt is given. A retry whose wait would leave less is
+#: not waited for (stop reason ``deadline``); with a ``deadline_header``, no attempt is sent
+#: with less (it would carry 0).
+MIN_ATTEMPT: Final = 0.001
+
+_DEADLINE: Final = StopReason.DEADLINE
+
+
+class TimeLeft:
+    """The deadline's methods of :class:`~._core.RetryCall`."""
+
+    __slots__ = ()
+
+    _controller: Controller
+    _progress: Any  # the call's _core._Progress, or None
+    request: Any
+
+    @property
+    def time_left(self) -> float | None:
+        """Seconds left of the request's deadline (its policy's or the ambient one, the
+        earlier), or ``None`` without one."""
+        progress = self._progress
+        return None if progress is None else self._left(progress)
+
+    def _left(self, progress: Any) -> float | None:
+        """The time left of the effective deadline: the policy's, measured on the
+        transport's clock, and the ambient one, on its own; waits skipped by testing mode
+        count as waited."""
+        left = None
+        deadline_at = progress.deadline_at
+        if deadline_at is not None:
+            left = deadline_at - self._controller.clock()
+        scope = progress.ambient
+        if scope is not None:
+            ambient = scope.left()
+            if left is None or ambient < left:
+                left = ambient
+        if left is not None:
+            left -= progress.skipped
+        return left
+
+    def _check_deadline(self, progress: Any) -> float | None:
+        """Before an attempt is sent: the time left, or ``None`` without a deadline; raises
+        the flavour's ``DeadlineExceeded`` (nothing sent) when none is left, or less than
+        ``MIN_ATTEMPT`` with a ``deadline_header`` (it would carry 0 ms)."""
+        left = self._left(progress)
+        if left is not None and (
+            left <= 0.0 or (left < MIN_ATTEMPT and self._controller.deadline_header is not None)
+        ):
+            self._expired(progress, left)
+        return left
+
+    def _expired(self, progress: Any, left: float) -> NoReturn:
+        """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go.
+        Before a retry, the retry that was waited for counts in ``retries``, as for a guard's
+        refusal (``_refuse``)."""
+        history = tuple(progress.history)
+        carried = progress.carried
+        if history and carried is not None:  # what the vetoes took for this retry goes back
+            progress.carried = None
+            for guard, answer in zip(self._controller.guards, carried, strict=True):
+                guard.refund(self, answer)  # type: ignore[arg-type]  # a RetryCall
+        info = RetryInfo(len(history), len(history), history, progress.total_wait, _DEADLINE)
+        if history:
+            message = (f"the deadline passed while waiting to send attempt "
+                       f"{len(history) + 1} ({max(left, 0.0) * 1000:.3f} ms left): not sent")
+            note = (f"retry-transport: gave up after {len(history)} attempt(s) (deadline): "
+                    "the retry waited for was not sent")
+        else:
+            message = (f"the deadline passed before the request could be sent "
+                       f"({max(left, 0.0) * 1000:.3f} ms left): not sent")
+            note = None
+        request = self.request
+        error = self._controller.flavour.deadline_error(message, request=request)
+        remember(error, info, note)
+        self._controller.note_finish(request, info, failed_retryable=True)
+        raise error
+
