@@ -100,8 +100,8 @@ ALLOWED = {
                 "testing"},
     "_plain": {"testing", "_controller", "_deadlines", "_flavour", "_http", "_rules"},
     "_timeleft": {"_controller", "_http", "_models"},
-    "_core": {"testing", "_controller", "_deadlines", "_timeleft", "_flavour", "_guards", "_http", "_models",
-              "_observe", "_policy", "_rules", "_validate"},
+    "_core": {"testing", "_controller", "_deadlines", "_timeleft", "_flavour", "_guards",
+              "_http", "_models", "_observe", "_policy", "_rules", "_validate"},
 }
 
 
