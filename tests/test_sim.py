@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from retry_transport import CircuitBreaker, RetryBudget, RetryPolicy
@@ -46,6 +47,8 @@ from retry_transport.sim import (
     storm_stats,
 )
 from retry_transport.sim.__main__ import main
+from retry_transport.sim._chain import DEADLINE_HEADER, _granted_ms, run_chain
+from retry_transport.sim._results import ChainResult
 
 STEP1, STEP2, STEP3, STEP4 = STEPS
 
@@ -699,7 +702,7 @@ class _Terminal(io.StringIO):
 
 
 _PROGRESS_ARGS = ["--runs", "25", "--compare-runs", "5", "--no-outage", "--no-rate-limit"]
-_PROGRESS_ARGS.append("--no-fleet")
+_PROGRESS_ARGS += ["--no-fleet", "--no-deadline"]
 
 
 @pytest.fixture
@@ -893,3 +896,131 @@ def test_recovery_time_is_the_last_success() -> None:
     ends = [c.end for c in run.calls if c.ok]
     assert run.recovered_at == pytest.approx(max(ends))
     assert statistics.fmean(r.attempts for r in run.results) == pytest.approx(19 / 6)
+
+
+# -- deadline propagation down a chain of services --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chains() -> dict[bool, ChainResult]:
+    """The command's two runs (seed 0): propagated (True) and timeouts only (False)."""
+    return {flag: run_chain(propagate=flag) for flag in (True, False)}
+
+
+def test_propagating_the_deadline_leaves_no_attempt_after_give_up(
+    chains: dict[bool, ChainResult],
+) -> None:
+    """Three services of 3 attempts over a bottom that answers 503 after 100 ms; users wait
+    2 s. Without propagation nothing below service 1 times out (service 3's call of 3
+    attempts takes at most 3 x 0.1 + 0.1 + 0.2 = 0.6 s, under service 2's 1 s; service 2's
+    at most 3 x 0.6 + 0.3 = 2.1 s, over service 1's 1.5 s, but a timed-out call goes on), so
+    every request reaches the bottom 3 x 3 x 3 = 27 times, and takes more than 2 s to: much
+    of it after the user is gone. With it, the calls stop at the user's deadline."""
+    carried, alone = chains[True], chains[False]
+    assert alone.users == carried.users == 20 and alone.most_possible == 27
+    assert alone.per_request() == (27,) * 20
+    assert alone.outcomes == (("ReadTimeout", 20),)  # each user's own timeout
+    assert alone.waited == pytest.approx((2.0,) * 20)
+    assert alone.after_answer() == 0  # no user had an answer to stop waiting for
+    assert alone.after_give_up() + alone.while_waiting() == alone.calls() == 540
+    assert alone.after_give_up() > alone.calls() / 3
+    assert all(n > 0 for n in alone.after_per_request())
+    assert alone.after_give_up(1) > 0 and alone.after_give_up(2) > 0  # services 2 and 3
+    assert alone.last_after is not None and alone.last_after > 1.0
+    # Propagated: nothing reaches any service, nor the bottom, once the user's 2 s are up.
+    for level in range(carried.services + 1):
+        assert carried.after_give_up(level) == 0, level
+    assert carried.last_after is None
+    assert max(carried.waited) <= 2.0 + 1e-9
+    # The chain answers (504: a service's call ran out of time; 503: a service whose next
+    # backoff would end past the deadline relayed the bottom's), just before the 2 s.
+    assert {outcome for outcome, _ in carried.outcomes} <= {"503", "504"}
+    assert all(0 < n <= 27 for n in carried.per_request())
+    # It takes away only the work after give-up: the attempts while users wait are alike.
+    assert carried.while_waiting() == pytest.approx(alone.while_waiting(), rel=0.1)
+    assert carried.calls() == carried.while_waiting() + carried.after_answer()
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        {"seed": 1},
+        {"seed": 2, "service_time": 0.0},  # the bottom answers at once
+        {"seed": 3, "service_time": 0.3, "timeouts": (0.5, 0.5, 0.5)},
+        {"seed": 4, "user_timeout": 1.0, "users": 10},
+        {"seed": 5, "policy": RetryPolicy(max_attempts=4), "timeouts": (2.0, 1.0)},
+    ],
+)
+def test_the_propagated_deadline_holds_whatever_the_scenario(scenario: dict[str, Any]) -> None:
+    """No call reaches a service or the bottom after its user's deadline, and no user waits
+    longer than it: every attempt carries the milliseconds left, rounded down, so a deadline
+    down the chain never ends after the one above it, and no attempt goes with under 1 ms."""
+    result = run_chain(propagate=True, **scenario)
+    limit = result.user_timeout
+    for level in range(result.services + 1):
+        assert result.after_give_up(level) == 0, level
+        assert all(t < limit for times in result.arrivals[level] for t in times)
+    assert max(result.waited) <= limit + 1e-9
+
+
+def test_chain_is_reproducible() -> None:
+    for propagate in (True, False):
+        first = run_chain(propagate=propagate, seed=3, users=6)
+        assert first == run_chain(propagate=propagate, seed=3, users=6)
+        assert first != run_chain(propagate=propagate, seed=4, users=6)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.users = 0  # type: ignore[misc]
+
+
+def test_chain_rejects_a_bad_scenario() -> None:
+    with pytest.raises(ValueError, match="users"):
+        run_chain(users=0)
+    with pytest.raises(ValueError, match="user_timeout"):
+        run_chain(user_timeout=0.0)
+    with pytest.raises(ValueError, match="timeouts"):
+        run_chain(timeouts=())
+    with pytest.raises(ValueError, match="timeouts"):
+        run_chain(timeouts=(1.0, -1.0))
+
+
+def test_a_server_reads_the_deadline_header_as_the_middlewares_do() -> None:
+    def granted(*values: str) -> int | None:
+        return _granted_ms(httpx.Headers([(DEADLINE_HEADER, v) for v in values]))
+
+    assert (granted("1500"), granted(" 7 "), granted("0")) == (1500, 7, 0)
+    assert [granted(v) for v in ("", "-1", "1.5", "12ms", "1" * 16)] == [None] * 5
+    assert granted() is None and granted("1", "2") is None
+
+
+def test_command_prints_the_deadline_table(
+    capsys: pytest.CaptureFixture[str], chains: dict[bool, ChainResult]
+) -> None:
+    args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
+    args += ["--no-rate-limit", "--no-fleet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    intro = " ".join(out[out.index("Deadline propagation:") :].split())
+    assert intro.startswith("Deadline propagation: 20 users, one GET each at a random time "
+                            "within 10 s (seed 0), call service 1, which calls service 2")
+    assert "503 after 100 ms" in intro and "1.5 s, 1 s and 0.5 s" in intro
+    assert "3 x 3 x 3 = 27 times" in intro and "retry_transport.deadline(2)" in intro
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("deadline  "))
+    for line, (label, propagate) in zip(
+        lines[header + 1 : header + 3], [("timeouts only", False), ("propagated", True)],
+        strict=True,
+    ):
+        result = chains[propagate]
+        assert line.startswith(label + "  ")
+        cells = line.split(" s  ", 1)[1].split()  # after "... by 2.00 s"
+        assert cells[:4] == [
+            f"{result.calls():,}",
+            f"{result.while_waiting():,}",
+            f"{result.after_answer():,}",
+            f"{result.after_give_up():,}",
+        ]
+    assert "Goal: 0 attempts after give-up with propagation: met." in intro
+    alone = chains[False]
+    assert f"instead of {alone.after_give_up():,} (" in intro
+    assert main([*args, "--no-deadline"]) == 0
+    assert "Deadline propagation" not in capsys.readouterr().out

@@ -3,14 +3,16 @@
 Without policy options it prints the storm's four steps as measured, the step-4 distribution,
 a comparison of jitters and of the library's defaults, a two-minute outage with neither a
 retry budget nor a circuit breaker, with the budget, and with both, callers against a
-rate-limited API with and without pacing by its rate-limit headers, and a fleet of workers
-against a rate-limited API with and without a store sharing their cooldowns. With policy
-options it runs that policy instead.
+rate-limited API with and without pacing by its rate-limit headers, a fleet of workers
+against a rate-limited API with and without a store sharing their cooldowns, and a chain of
+retrying services over one that is down, with and without the users' deadline propagated
+down it. With policy options it runs that policy instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import textwrap
 import time
@@ -20,11 +22,13 @@ from typing import Any, Final, cast, get_args
 
 from retry_transport import CircuitBreaker, Jitter, RetryBudget, RetryPolicy
 
+from ._chain import DEADLINE_HEADER, run_chain
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
 from ._fleet import run_fleet
 from ._outage import LONG_OUTAGE
 from ._ratelimit import run_rate_limited
 from ._report import (
+    chain_table,
     describe_policy,
     outage_summary,
     outage_table,
@@ -35,7 +39,14 @@ from ._report import (
     stats_table,
     wrap,
 )
-from ._results import FleetResult, OutageResult, RateLimitResult, StormResult, StormStats
+from ._results import (
+    ChainResult,
+    FleetResult,
+    OutageResult,
+    RateLimitResult,
+    StormResult,
+    StormStats,
+)
 from ._steps import COMPARISONS, REPRESENTATIVE_SEED, STEPS
 from ._storm import StormSpec, run_storms
 
@@ -49,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Simulate the classic retry storm (six clients, a four-call service) with the real "
             "AsyncRetryTransport in virtual time. Without policy options: the storm's table, "
-            "measured, then jitters, library defaults, a sustained outage, a rate-limited API "
-            "and a fleet sharing cooldowns compared. "
+            "measured, then jitters, library defaults, a sustained outage, a rate-limited API, "
+            "a fleet sharing cooldowns and deadline propagation compared. "
             "With any policy or scenario option: that policy alone (unset policy fields "
             "take RetryPolicy() defaults)."
         ),
@@ -88,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the fleet scenario (workers, each with its own transport, against one "
         "rate-limited API, with and without a MemoryStore sharing their cooldowns)",
+    )
+    parser.add_argument(
+        "--no-deadline",
+        action="store_true",
+        help="skip the deadline propagation scenario (users calling a chain of three "
+        "retrying services over one that is down, with and without their deadline sent "
+        "down the chain)",
     )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
@@ -300,6 +318,91 @@ def _fleet_rows(results: Sequence[Any]) -> list[tuple[str, FleetResult]]:
     return [("MemoryStore()", shared), ("none", alone)]
 
 
+def _chain_intro(result: ChainResult) -> str:
+    timeouts = [f"{t:g} s" for t in result.timeouts]
+    per_service = ", ".join(timeouts[:-1]) + f" and {timeouts[-1]}"
+    services = result.services
+    attempts = result.policy.max_attempts
+    chain = ", which calls ".join(f"service {n}" for n in range(1, services + 1))
+    text = (
+        f"Deadline propagation: {result.users} users, one GET each at a random time within "
+        f"{result.spread:g} s (seed {result.seed}), call {chain}, which calls a bottom service "
+        f"that is down: it answers every attempt 503 after {result.service_time * 1000:g} ms. "
+        "Each service is a "
+        "server whose handlers call the next through one AsyncClient and "
+        f"AsyncRetryTransport ({describe_policy(result.policy)}; budget=None), with a "
+        f"timeout per attempt of {per_service} (services 1 to {services}), so one user "
+        f"request can reach the bottom {' x '.join([str(attempts)] * services)} = "
+        f"{result.most_possible} times. A user waits {result.user_timeout:g} s (its client's "
+        "timeout, one attempt) and gives up; a server does not notice that its caller "
+        "stopped waiting, so a call that timed out goes on below. Propagated: each user's "
+        f"request made inside retry_transport.deadline({result.user_timeout:g}), "
+        f'deadline_header="{DEADLINE_HEADER}" on every transport, and each server\'s handler '
+        "run inside the deadline the header carries (as retry_transport.asgi."
+        "DeadlineMiddleware does; here on the virtual clock). Counted by arrival: attempts "
+        "at the bottom while their user waited; after an answer (the user had the chain's "
+        f"answer, its {result.user_timeout:g} s not yet up); after give-up (its "
+        f"{result.user_timeout:g} s up); and the calls that reached services "
+        f"{' and '.join(str(n) for n in range(2, services + 1))} after give-up."
+    )
+    return wrap(text)
+
+
+def _chain_summary(rows: Sequence[tuple[str, ChainResult]]) -> str:
+    (_, alone), (_, carried) = rows
+    share = alone.after_give_up() / alone.calls() if alone.calls() else math.nan
+    late = alone.last_after
+    after = carried.after_give_up()
+    levels = range(1, carried.services)
+    below = " and ".join(str(level + 1) for level in levels)
+    text = (
+        f"Propagation: {after:,} attempts reached the bottom after their user had given up, "
+        f"instead of {alone.after_give_up():,} ({100 * share:.0f}% of the {alone.calls():,} "
+        f"without it, up to {max(alone.after_per_request())} per request"
+        + (f", the last {late:.2f} s after its user had gone" if late is not None else "")
+        + f"), and {' and '.join(f'{carried.after_give_up(n):,}' for n in levels)} calls "
+        f"reached services {below} after give-up instead of "
+        f"{' and '.join(f'{alone.after_give_up(n):,}' for n in levels)}; "
+        f"{carried.while_waiting():,} attempts while the users waited instead of "
+        f"{alone.while_waiting():,}: the deadline takes away the work nobody waits for."
+    )
+    answered = [(outcome, count) for outcome, count in carried.outcomes if outcome.isdigit()]
+    if answered:
+        got = ", ".join(f"{count} {outcome}" for outcome, count in
+                        sorted(answered, key=lambda item: -item[1]))
+        text += (
+            f" {sum(count for _, count in answered)} of {carried.users} users got the chain's "
+            f"answer ({got}) by {carried.longest_wait:.2f} s instead of waiting out their "
+            "own timeout."
+        )
+    stray = sum(carried.after_answer(level) for level in range(carried.services + 1))
+    if stray:
+        text += (
+            f" {stray:,} calls reached a service after their user had its answer, before "
+            "its deadline (a call its caller gave up on, going on below until the deadline)."
+        )
+    text += (
+        f" Goal: 0 attempts after give-up with propagation: {'met' if after == 0 else 'NOT met'}."
+    )
+    return wrap(text, first="  ", indent="  ")
+
+
+def _chain_jobs(policy: RetryPolicy) -> list[Job]:
+    return [
+        Job(
+            call=(run_chain, {"policy": policy, "propagate": propagate}),
+            weight=weight,
+            label="deadline: " + ("propagated" if propagate else "timeouts only"),
+        )
+        for propagate, weight in ((False, 60), (True, 35))
+    ]
+
+
+def _chain_rows(results: Sequence[Any]) -> list[tuple[str, ChainResult]]:
+    alone, carried = cast("tuple[ChainResult, ChainResult]", tuple(results))
+    return [("timeouts only", alone), ("propagated", carried)]
+
+
 _Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
 
 
@@ -319,6 +422,8 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
         jobs += _rate_limit_jobs(RetryPolicy())
     if not args.no_fleet:
         jobs += _fleet_jobs(RetryPolicy())
+    if not args.no_deadline:
+        jobs += _chain_jobs(RetryPolicy())
     results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
@@ -375,9 +480,16 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     if not args.no_fleet:
         out.append("")
         fleet_rows = _fleet_rows(results[extra : extra + 2])
+        extra += 2
         out.append(_fleet_intro(fleet_rows[0][1]))
         out.append(rate_limit_table(fleet_rows, "store"))
         out.append(_fleet_summary(fleet_rows))
+    if not args.no_deadline:
+        out.append("")
+        chain_rows = _chain_rows(results[extra : extra + 2])
+        out.append(_chain_intro(chain_rows[0][1]))
+        out.append(chain_table(chain_rows))
+        out.append(_chain_summary(chain_rows))
     return [(f"step {s.number}", run) for s, run in steps], outage_rows
 
 

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 
 from retry_transport import CircuitBreaker, RetryPolicy
 
-from ._results import OutageResult, RateLimitResult, StormResult, StormStats
+from ._results import ChainResult, OutageResult, RateLimitResult, StormResult, StormStats
 from ._steps import UNCAPPED, Step
 
 __all__ = [
+    "chain_table",
     "describe_policy",
     "outage_summary",
     "outage_table",
@@ -364,3 +365,40 @@ def rate_limit_table(
         "latency mean (max)",
     ]
     return table(header, body, right=[1, 2, 3, 4, 6, 7])
+
+
+def chain_table(rows: Sequence[tuple[str, ChainResult]]) -> str:
+    """One row per run of the deadline-propagation scenario: what the users got, and the
+    attempts that reached the bottom service while they waited and after they gave up."""
+    body = []
+    for label, r in rows:
+        outcomes = sorted(r.outcomes, key=lambda item: -item[1])  # the most frequent first
+        got = ", ".join(f"{count} {outcome}" for outcome, count in outcomes)
+        after = r.after_per_request()
+        middle = " / ".join(f"{r.after_give_up(level):,}" for level in range(1, r.services))
+        body.append(
+            [
+                label,
+                f"{got} by {_seconds(r.longest_wait)}",
+                f"{r.calls():,}",
+                f"{r.while_waiting():,}",
+                f"{r.after_answer():,}",
+                f"{r.after_give_up():,}",
+                f"{sum(after) / len(after):.1f} ({max(after)})",
+                _seconds(r.last_after),
+                middle,
+            ]
+        )
+    below = " / ".join(str(level + 1) for level in range(1, rows[0][1].services)) if rows else ""
+    header = [
+        "deadline",
+        "the users got",
+        "attempts at the bottom",
+        "while waiting",
+        "after an answer",
+        "after give-up",
+        "after give-up per request (max)",
+        "latest after give-up",
+        f"calls to services {below} after give-up",
+    ]
+    return table(header, body, right=[2, 3, 4, 5, 6, 7, 8])

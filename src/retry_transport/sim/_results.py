@@ -6,11 +6,13 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from retry_transport import RetryPolicy
 
 __all__ = [
     "Call",
+    "ChainResult",
     "ClientResult",
     "Distribution",
     "FleetResult",
@@ -458,3 +460,108 @@ class FleetResult(RateLimitResult):
     def workers(self) -> int:
         """The fleet's workers (each one caller with its own transport)."""
         return self.callers
+
+
+#: Two virtual times closer than this are the same instant (as ``_virtual.EPSILON``).
+_INSTANT: Final = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ChainResult:
+    """One run of the deadline-propagation scenario: users calling a chain of retrying
+    services over a bottom service that is down.
+
+    A call that reached a service or the bottom is counted, by when it arrived, *while
+    waiting* (before its user's request ended), *after give-up* (once the user's
+    ``user_timeout`` had passed since its request started: it had given up by then, or had
+    its answer earlier), or *after an answer* (in between: the user had its answer, before
+    it would have given up). Within ``1e-9`` s of either limit counts as the later class.
+
+    Attributes:
+        policy: every service's retry policy (the users' transports make one attempt).
+        propagated: whether the users' deadline went down the chain (the users' requests
+            inside ``retry_transport.deadline``, ``deadline_header`` on every transport, each
+            server's handler inside the deadline the header carried).
+        seed: the run's seed.
+        users: users, one request each.
+        spread: the users started at uniform random times in ``[0, spread)`` seconds.
+        user_timeout: how long a user waited at most, seconds (its deadline, when
+            propagated).
+        timeouts: each service's timeout per attempt of its calls, service 1's first.
+        service_time: seconds the bottom service took to answer each attempt 503.
+        starts: when each user sent its request, in order (user ``i`` is the ``i``-th).
+        waited: per user, the seconds from its request's start to its end (its timeout or
+            an answer): when it stopped waiting.
+        outcomes: what the users got, as ``(outcome, count)`` pairs sorted by outcome: a
+            status (``"503"``) or an exception class name (``"ReadTimeout"``).
+        arrivals: per level (service 1, service 2, ..., then the bottom service), per user,
+            the times at which that user's calls reached it, in seconds since the user's
+            request started, in increasing order.
+    """
+
+    policy: RetryPolicy
+    propagated: bool
+    seed: int
+    users: int
+    spread: float
+    user_timeout: float
+    timeouts: tuple[float, ...]
+    service_time: float
+    starts: tuple[float, ...]
+    waited: tuple[float, ...]
+    outcomes: tuple[tuple[str, int], ...]
+    arrivals: tuple[tuple[tuple[float, ...], ...], ...]
+
+    @property
+    def services(self) -> int:
+        """The retrying services between the users and the bottom service."""
+        return len(self.timeouts)
+
+    @property
+    def most_possible(self) -> int:
+        """The most attempts one user request can bring the bottom: ``max_attempts`` to the
+        power of the number of services (27 for 3 services of 3 attempts)."""
+        return int(self.policy.max_attempts**self.services)
+
+    def calls(self, level: int = -1) -> int:
+        """Calls that reached ``level`` (0: service 1; -1, the default: the bottom)."""
+        return sum(len(times) for times in self.arrivals[level])
+
+    def while_waiting(self, level: int = -1) -> int:
+        """Calls that reached ``level`` while their user was still waiting."""
+        return sum(
+            t < waited - _INSTANT
+            for times, waited in zip(self.arrivals[level], self.waited, strict=True)
+            for t in times
+        )
+
+    def after_give_up(self, level: int = -1) -> int:
+        """Calls that reached ``level`` once their user's ``user_timeout`` had passed."""
+        return sum(self.after_per_request(level))
+
+    def after_answer(self, level: int = -1) -> int:
+        """Calls that reached ``level`` after their user had its answer, before it would
+        have given up."""
+        return self.calls(level) - self.while_waiting(level) - self.after_give_up(level)
+
+    def per_request(self, level: int = -1) -> tuple[int, ...]:
+        """Calls that reached ``level``, per user request, in user order."""
+        return tuple(len(times) for times in self.arrivals[level])
+
+    def after_per_request(self, level: int = -1) -> tuple[int, ...]:
+        """Calls that reached ``level`` after give-up, per user request, in user order."""
+        limit = self.user_timeout - _INSTANT
+        return tuple(sum(t >= limit for t in times) for times in self.arrivals[level])
+
+    @property
+    def last_after(self) -> float | None:
+        """The longest after give-up a call reached the bottom, seconds; ``None`` if none
+        did."""
+        limit = self.user_timeout - _INSTANT
+        late = [t for times in self.arrivals[-1] for t in times if t >= limit]
+        return max(0.0, max(late) - self.user_timeout) if late else None
+
+    @property
+    def longest_wait(self) -> float:
+        """The longest a user waited, seconds."""
+        return max(self.waited, default=math.nan)
