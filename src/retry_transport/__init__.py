@@ -11,7 +11,9 @@ from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._deadlines import deadline, time_left
 from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded
+from ._hedging import Hedging
 from ._http import retry_info
+from ._latency import LatencySummary
 from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._observe import RetryHook
 from ._policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
@@ -31,7 +33,9 @@ __all__ = [
     "CircuitOpenError",
     "CooldownError",
     "DeadlineExceeded",
+    "Hedging",
     "Jitter",
+    "LatencySummary",
     "MemoryStore",
     "RedisStore",
     "RetryBudget",

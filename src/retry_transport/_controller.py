@@ -20,6 +20,8 @@ from ._cooldowns import CooldownTable
 from ._flavour import Flavour, Request
 from ._fork import track
 from ._guards import BreakerGuard, BudgetGuard, Guard
+from ._hedging import Delays
+from ._latency import LatencyTable
 from ._models import Attempt, RetryInfo, RetryStats, StopReason
 from ._observe import Observer
 from ._policy import RetryPolicy
@@ -76,6 +78,11 @@ class Controller:
         self.auto_idempotency_key = settings.auto_idempotency_key
         self.attempt_header = settings.attempt_header
         self.deadline_header = settings.deadline_header
+        #: Hedged requests (``None``: none), and the delays read from the latency.
+        self.hedging = settings.hedging
+        self.hedge_delays = Delays()
+        #: Each origin's latency (sending an attempt to its response's headers), on ``clock``.
+        self.latency = LatencyTable(clock)
         #: Whether requests get headers added (``From``, an idempotency key).
         self.prepares = self.contact is not None or self.auto_idempotency_key
         hooks = settings.hooks
@@ -117,7 +124,8 @@ class Controller:
         #: policy; a request's override is looked at per request): no header to add, no
         #: deadline to clip timeouts by, no body to read before handing it over.
         self.simple = (not self.prepares and self.attempt_header is None
-                       and policy.deadline is None and not policy.retry_body_errors)
+                       and policy.deadline is None and not policy.retry_body_errors
+                       and self.hedging is None)
         #: Whether the quick path must look for an exhausted rate-limit quota.
         self.pacing = cooldown and policy.respect_rate_limits
         self._lock = threading.Lock()
@@ -126,6 +134,8 @@ class Controller:
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
         self.request_counter = _counter()
         self._retries = _counter()
+        self._hedges = _counter()
+        self._hedge_wins = _counter()
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
@@ -165,6 +175,13 @@ class Controller:
         next(self._retries)
         self.observer.retry(request, attempt, of, wait, status, error, signal)
 
+    def note_hedge(self, request: Request, attempt: int, delay: float) -> None:
+        next(self._hedges)
+        self.observer.hedge(request, attempt, delay)
+
+    def note_hedge_win(self) -> None:
+        next(self._hedge_wins)
+
     def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool,
                     detail: str | None = None) -> None:
         """Count and tell a request's end; ``detail``: why a rule stopped it, for the log."""
@@ -180,6 +197,8 @@ class Controller:
         with self._lock:
             requests = next(self.request_counter) - self._draws
             retries = next(self._retries) - self._draws
+            hedges = next(self._hedges) - self._draws
+            hedge_wins = next(self._hedge_wins) - self._draws
             self._draws += 1
             gave_up = dict(self._gave_up)
         return RetryStats(
@@ -188,4 +207,6 @@ class Controller:
             gave_up=MappingProxyType(gave_up),
             budget_tokens=None if self.budget is None else self.budget.tokens,
             retry_rate=retries / requests if requests else 0.0,
+            hedges=hedges,
+            hedge_wins=hedge_wins,
         )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from ._fork import track
-from ._guards import FIRST, CallView, Hold, Refusal
+from ._guards import FIRST, HEDGE, CallView, Hold, Refusal
 from ._models import StopReason
 from ._policy import compute_backoff
 from ._rules import Outcome
@@ -100,6 +100,9 @@ class CooldownTable:
         :class:`Refusal` (the origin's quiet outlasts what the request may wait). It takes
         no ticket: it learns from responses through :meth:`learn`."""
         if carried is not FIRST:
+            if carried is HEDGE and self.until and self.left(call.origin, self.clock()) > 0.0:
+                return Refusal(_RETRY_AFTER_TOO_LONG, None, call.origin, 0.0,
+                               "no hedge: the origin asked for quiet")
             return None
         if self.inbox:
             self.take_inbox()

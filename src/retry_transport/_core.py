@@ -34,7 +34,7 @@ from . import testing as _testing
 from ._controller import Controller
 from ._deadlines import Scope, current as ambient_scope
 from ._flavour import Request, Response
-from ._guards import FIRST, Guard, Hold, Refusal
+from ._guards import FIRST, HEDGE, Guard, Hold, Refusal
 from ._http import attach, clipped_timeouts, length, origin as origin_of, remember
 from ._models import Attempt, RetryInfo, StopReason, new_attempt, new_retry_info
 from ._observe import Observer, display
@@ -53,7 +53,7 @@ from ._rules import (
 from ._timeleft import MIN_ATTEMPT, TimeLeft
 from ._validate import check_attempt_header
 
-__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "RetryCall"]
+__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "REFUSED", "RetryCall"]
 
 #: A discarded response whose declared body is at most this many bytes is read to the end
 #: before it is closed, so its keep-alive connection goes back to the pool instead of being
@@ -62,6 +62,9 @@ DRAIN_MAX_BYTES: Final = 64 * 1024
 #: ... and draining it takes at most this many seconds: a body that trickles in (each chunk
 #: just inside the read timeout) is dropped with its connection instead of holding the retry.
 DRAIN_MAX_SECONDS: Final = 0.25
+
+#: What ``_admit`` answers when a guard refuses a hedge.
+REFUSED: Final = -1.0
 
 _NO_TICKETS: Final[tuple[tuple[Guard, object], ...]] = ()
 
@@ -102,6 +105,9 @@ class RetryCall(TimeLeft):
 
     __slots__ = ("_controller", "_origin", "_progress", "_stream", "_tickets", "enabled",
                  "policy", "ready", "request", "testing", "wait")
+
+    #: Whether the first try is hedged (``_hedged_call.HedgedCall``).
+    hedged = False
 
     def __init__(self, controller: Controller, request: Request, *, plain: bool = False,
                  stream: object = None) -> None:
@@ -215,16 +221,18 @@ class RetryCall(TimeLeft):
     # -- before an attempt -----------------------------------------------------------------
 
     def _admit(self, carried: object) -> float | None:
-        """Ask each guard to admit the next attempt (``carried``: ``FIRST``, or what the
-        vetoes answered, by guard index); raise the error of a refusal. The tickets are
-        kept as (guard, ticket) pairs, ``None`` tickets left out. Returns a hold's wait."""
+        """Ask each guard to admit the next attempt (``carried``: ``FIRST``, ``HEDGE``, or
+        what the vetoes answered, by guard index); raise the error of a refusal (a hedge's
+        is not raised: the answer is then ``REFUSED``). The tickets are kept as (guard,
+        ticket) pairs, ``None`` tickets left out. Returns a hold's wait."""
         pairs: list[tuple[Guard, object]] = []
         hold: Hold | None = None
         first = carried is FIRST
+        same = first or carried is HEDGE  # one answer for every guard
         index = -1
         for guard in self._controller.guards:
             index += 1
-            ticket = guard.admit(self, carried if first or carried is None
+            ticket = guard.admit(self, carried if same or carried is None
                                  else carried[index])  # type: ignore[index]
             if ticket is None:
                 continue
@@ -232,6 +240,8 @@ class RetryCall(TimeLeft):
             if kind is Refusal:
                 self._tickets = pairs
                 self._settle(None)  # the guards that admitted it so far: no verdict
+                if carried is HEDGE:
+                    return REFUSED
                 if not first and carried is not None:  # a retry not sent after all: what
                     guards = self._controller.guards  # the later guards' vetoes took back
                     for later in range(index + 1, len(guards)):

@@ -10,8 +10,10 @@ that flavour's own transport base classes (``_transports.py``, ``httpx2.py``).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
@@ -23,6 +25,11 @@ from ._breaker import CircuitBreaker
 from ._controller import Controller
 from ._core import DRAIN_MAX_SECONDS, RetryCall
 from ._flavour import Flavour, Request, Response
+from ._hedge_loops import Workers, async_try, sync_try
+from ._hedged_call import HedgedCall
+from ._hedging import Hedging
+from ._http import normalise, origin as origin_of
+from ._latency import LatencySummary
 from ._models import RetryStats
 from ._observe import RetryHook
 from ._options import (
@@ -61,6 +68,8 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._transport = transport
     driver._unknown_sleep = settings.sleep is not None and function_kind(settings.sleep) is None
     driver._untried = True
+    driver._lap = driver._controller.clock
+    driver._record = driver._controller.latency.record
 
 
 #: Where each flavour's transports are public, by the library's import name.
@@ -174,6 +183,23 @@ def _waited(result: object) -> None:
         )
 
 
+def _loop_clock() -> Callable[[], float]:
+    """The running event loop's clock, as ``anyio.current_time`` reads it, without finding
+    the loop at each reading: asyncio's is ``time.monotonic``; trio's is
+    ``trio.current_time`` (virtual under its ``MockClock``). A transport's connections
+    belong to one event loop, so its first request's loop is the one it runs on."""
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:  # trio is imported, but this is not its loop
+            pass
+        else:
+            return trio.current_time  # type: ignore[no-any-return]
+    loop = asyncio.get_running_loop()
+    return loop.time if type(loop).time is not asyncio.BaseEventLoop.time else time.monotonic
+
+
 async def _aclose(response: Response, flavour: Flavour) -> None:
     """Close a response even while the task is being cancelled. A body already in memory
     (a mock's, an ASGI app's) is closed without awaiting anything that could be
@@ -195,6 +221,9 @@ class _Common:
     _untried: bool = True
     #: Whether ``sleep`` is of a kind not known yet: tried before the first request.
     _unknown_sleep: bool = False
+    #: The clock attempts' latencies are timed with, and where they are recorded.
+    _lap: Callable[[], float]
+    _record: Callable[[str, float, float], None]
 
     @property
     def policy(self) -> RetryPolicy:
@@ -211,6 +240,20 @@ class _Common:
         """A snapshot of this transport's counters."""
         return self._controller.stats()
 
+    def latency(self, url_or_origin: object) -> LatencySummary | None:
+        """The latency of ``url_or_origin``'s attempts over the last minute (from sending
+        an attempt to its response's headers, on the transport's ``clock``): ``count`` and
+        the ``p50``, ``p95``, ``p99`` and ``p999`` percentiles in seconds, each within 5%;
+        ``None`` for an origin with none. Accepts a URL (of either library, or a string)
+        or an origin (``"https://api.example.com"``)."""
+        return self._controller.latency.summary(normalise(url_or_origin))
+
+    def _call(self, request: Request) -> RetryCall:
+        controller = self._controller
+        if controller.hedging is not None:
+            return HedgedCall(controller, request, controller.hedging)
+        return RetryCall(controller, request)
+
 
 class SyncRetry(_Common, Generic[_Sync]):
     """The sync driver: each flavour's ``RetryTransport`` is this and its ``BaseTransport``."""
@@ -223,6 +266,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
         breaker: CircuitBreaker | None = None,
+        hedging: Hedging | None = None,
         store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
@@ -250,6 +294,12 @@ class SyncRetry(_Common, Generic[_Sync]):
                 requests to it until then. Default True.
             breaker: a :class:`CircuitBreaker` (one state per origin; may be shared by
                 several transports); ``None`` (default): no breaker.
+            hedging: a :class:`Hedging`: a request that may be sent again without risk and
+                has not answered after its delay gets another copy, and whichever answers
+                first wins (the others are cancelled). Sync transports run hedged
+                requests' attempts on worker threads of their own (at most
+                ``HEDGE_WORKERS``, started as needed; ``close()`` waits for them). Default
+                ``None``: no hedging.
             store: a :class:`MemoryStore` or :class:`RedisStore` to share cooldowns
                 through: one started here is applied by every transport of the store (in
                 this process, or across a fleet for a ``RedisStore``), and theirs here.
@@ -301,6 +351,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         """
         _build(self, locals(), sync=True, clock=time.monotonic)
         self._sleep = sleep if sleep is not None else time.sleep
+        self._workers = Workers()
 
     def _first(self, request: Request) -> None:
         """Before the first request: its library, and the first result of a sleep whose
@@ -316,19 +367,30 @@ class SyncRetry(_Common, Generic[_Sync]):
             self._first(request)
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else RetryCall(controller, request)
+        call = None if plain_first(controller, request) else self._call(request)
         stream = request.stream
+        lap = self._lap
         try:
             wait = None if call is None else call.wait
+            hedged = call if isinstance(call, HedgedCall) and call.hedged else None
             transport = self._transport
             while True:
                 if wait is not None:
                     slept = self._sleep(wait)
                     if slept is not None:
                         _waited(slept)
+                if hedged is not None:  # the first try, hedged
+                    done, wait = sync_try(hedged, transport, self._workers, self._record, lap)
+                    hedged = None
+                    if done is not None:
+                        return done
+                    continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
+                    start = lap()
                     response = transport.handle_request(attempt)
+                    end = lap()
+                    self._record(origin_of(request.url), end - start, end)
                 except Exception as exc:
                     if call is None:
                         call = RetryCall(controller, request, plain=True, stream=stream)
@@ -372,6 +434,9 @@ class SyncRetry(_Common, Generic[_Sync]):
             raise
 
     def close(self) -> None:
+        """Wait for hedged attempts still running on the workers, stop them, and close the
+        inner transport."""
+        self._workers.close()
         self._transport.close()
 
     def __enter__(self) -> Self:
@@ -384,6 +449,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         exc_value: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> None:
+        self._workers.close()
         self._transport.__exit__(exc_type, exc_value, traceback)
 
     def __repr__(self) -> str:
@@ -401,6 +467,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
         breaker: CircuitBreaker | None = None,
+        hedging: Hedging | None = None,
         store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
@@ -435,6 +502,8 @@ class AsyncRetry(_Common, Generic[_Async]):
         """Before the first request: its library, and the first result of a sleep whose
         kind was not known, checked with 0 seconds."""
         _check_request(self._flavour, request, sync=False)
+        if self._controller.settings.clock is None:  # the event loop's own clock, cheaply
+            self._lap = _loop_clock()
         if self._unknown_sleep:
             result = _awaitable(self._sleep(0.0))
             self._unknown_sleep = self._untried = False
@@ -446,17 +515,29 @@ class AsyncRetry(_Common, Generic[_Async]):
             await self._first(request)
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else RetryCall(controller, request)
+        call = None if plain_first(controller, request) else self._call(request)
         stream = request.stream
+        lap = self._lap
         try:
             wait = None if call is None else call.wait
+            hedged = call if isinstance(call, HedgedCall) and call.hedged else None
             transport = self._transport
             while True:
                 if wait is not None:
                     await _awaitable(self._sleep(wait))
+                if hedged is not None:  # the first try, hedged
+                    done, wait = await async_try(hedged, transport, self._flavour,
+                                                 self._record, lap, _aclose)
+                    hedged = None
+                    if done is not None:
+                        return done
+                    continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
+                    start = lap()
                     response = await transport.handle_async_request(attempt)
+                    end = lap()
+                    self._record(origin_of(request.url), end - start, end)
                 except Exception as exc:
                     if call is None:
                         call = RetryCall(controller, request, plain=True, stream=stream)

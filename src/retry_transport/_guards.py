@@ -49,10 +49,14 @@ if TYPE_CHECKING:
     from ._rules import Outcome
     from .testing import TestingLog
 
-__all__ = ["FIRST", "BreakerGuard", "BudgetGuard", "CallView", "Guard", "Hold", "Refusal"]
+__all__ = ["FIRST", "HEDGE", "BreakerGuard", "BudgetGuard", "CallView", "Guard", "Hold", "Refusal"]
 
 #: What ``admit`` is given as ``carried`` for a request's first attempt.
 FIRST: Final = object()
+#: ... and for a hedge: another attempt of a try while an earlier one is in flight. A guard
+#: admits it as it would a retry, or refuses it (a :class:`Refusal` that is never raised: the
+#: request goes on with the attempts in flight).
+HEDGE: Final = object()
 
 _CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
 _BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED
@@ -89,11 +93,12 @@ class CallView(Protocol):
 
 class Refusal:
     """A guard refuses an attempt: the request ends with ``reason``, raising the flavour's
-    ``CooldownError`` or ``CircuitOpenError`` (``error``) with this message."""
+    ``CooldownError`` or ``CircuitOpenError`` (``error``) with this message; a hedge's
+    refusal is never raised (``error`` may be ``None``)."""
 
     __slots__ = ("error", "message", "origin", "reason", "remaining")
 
-    def __init__(self, reason: StopReason, error: Literal["cooldown", "circuit_open"],
+    def __init__(self, reason: StopReason, error: Literal["cooldown", "circuit_open"] | None,
                  origin: str, remaining: float, message: str) -> None:
         self.reason = reason
         self.error = error
@@ -136,8 +141,8 @@ class Guard(Protocol):
 
     def admit(self, call: CallView, carried: object) -> object:
         """A ticket for this attempt, a :class:`Refusal`, or a :class:`Hold`; ``carried``
-        is :data:`FIRST` for a first attempt, else what this guard's veto answered before
-        this retry."""
+        is :data:`FIRST` for a first attempt, :data:`HEDGE` for a hedge (no hold), else
+        what this guard's veto answered before this retry."""
 
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
         """The attempt this guard admitted with ``ticket`` is over (``None``: no verdict)."""
@@ -280,6 +285,12 @@ class BudgetGuard:
         return True
 
     def admit(self, call: CallView, carried: object) -> object:
+        if carried is HEDGE:  # paid for as a retry is; refunded if it wins
+            cost = self.budget.acquire(timeout=False)
+            if cost is None:
+                return Refusal(_BUDGET_EXHAUSTED, None, call.origin, 0.0,
+                               "no hedge: the retry budget cannot pay for one")
+            return cost
         return _REFUND if carried is FIRST else carried
 
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:

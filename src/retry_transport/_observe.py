@@ -106,6 +106,19 @@ class Observer:
                    "Holding %s %s for %.3f s: %s asked for quiet (%s)",
                    wait, origin, display(signal))
 
+    def hedge(self, request: Request, attempt: int, delay: float) -> None:
+        """Attempt ``attempt`` goes while an earlier one is in flight (``delay``: the hedging
+        delay in seconds): a DEBUG line and a ``hedge`` event."""
+        log = logger.isEnabledFor(logging.DEBUG)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        if log:
+            logger.debug("Hedging %s %s: attempt %d sent while an earlier one is in flight "
+                         "(delay %.3f s)", method, url, attempt, delay)
+        if self.hooks:
+            emit(RetryEvent("hedge", method, url, attempt, delay, None, None, None), self.hooks)
+
     def _tell(self, kind: Literal["retry", "cooldown"], request: Request, attempt: int,
               wait: float, status: int | None, error: str | None, signal: str | None,
               message: str, *details: object) -> None:

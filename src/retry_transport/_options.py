@@ -22,6 +22,7 @@ from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._contact import check_contact
 from ._flavour import Flavour
+from ._hedging import Hedging
 from ._observe import RetryHook
 from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy, did_you_mean
 from ._store import MemoryStore
@@ -199,6 +200,9 @@ class Settings:
     breaker: CircuitBreaker | None = option(
         None, _instance("breaker", CircuitBreaker, "a CircuitBreaker"),
         "a `CircuitBreaker`, shareable between transports")
+    hedging: Hedging | None = option(
+        None, _instance("hedging", Hedging, "a Hedging"),
+        "a `Hedging`: another copy of a slow request, whichever answers first wins")
     store: MemoryStore | None = option(
         None, _instance("store", MemoryStore, "a MemoryStore, a RedisStore"),
         "a `MemoryStore` or `RedisStore` sharing cooldowns with other transports")

@@ -1,0 +1,187 @@
+"""The decisions of a hedged try: several attempts of one request in flight at once.
+
+See ``_hedging`` for the rules. Sans-I/O: :class:`HedgedCall` says which attempt to start
+and what an outcome means; ``_hedge_loops`` does the I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from ._core import REFUSED, RetryCall
+from ._guards import HEDGE, Guard
+from ._models import Attempt, new_attempt
+from ._rules import NOT_RETRYABLE, SERVER_DECLINED
+from ._timeleft import MIN_ATTEMPT
+
+if TYPE_CHECKING:
+    from ._controller import Controller
+    from ._flavour import Request, Response
+    from ._hedging import Hedging
+
+__all__ = ["HedgedCall", "Slot", "Verdict", "hedgeable"]
+
+
+def hedgeable(call: RetryCall, flavour_stream: type) -> bool:
+    """Whether ``call``'s request may be hedged: retries enabled, a method that may be sent
+    again (or an idempotency key), a body held in memory, no ``retry_body_errors``."""
+    policy = call.policy
+    request = call.request
+    if not call.enabled or policy.retry_body_errors:
+        return False
+    if request.method not in policy.retry_methods:
+        key = policy.idempotency_header
+        if not key or not request.headers.get(key, "").strip():
+            return False
+    return isinstance(request.stream, flavour_stream)
+
+
+class Slot:
+    """One attempt of a hedged try: what it sends and its own tickets."""
+
+    __slots__ = ("hedge", "number", "record", "request", "running", "tickets")
+
+    def __init__(self, number: int, request: Request, tickets: list[tuple[Guard, object]],
+                 hedge: bool) -> None:
+        self.number = number  # 1-based, in the order the attempts started
+        self.request = request  # a copy of the request, dressed for this attempt
+        self.tickets = tickets
+        self.hedge = hedge
+        self.running = True  # no outcome judged yet
+        self.record: Attempt | None = None  # a retryable outcome's record, while others run
+
+
+#: What :meth:`HedgedCall.done` answers: hand this outcome over (``"win"``: the response is
+#: returned or the exception raised), wait for the others (``"more"``), sleep and retry
+#: (``"retry"``, with the wait), or hand this outcome over after all (``"stop"``).
+Verdict = Literal["win", "more", "retry", "stop"]
+
+
+class HedgedCall(RetryCall):
+    """A :class:`~._core.RetryCall` whose first try may have several attempts in flight."""
+
+    __slots__ = ("_current", "_slots", "delay", "hedged", "hedging")
+
+    def __init__(self, controller: Controller, request: Request, hedging: Hedging) -> None:
+        self._slots: list[Slot] = []
+        self._current: Slot | None = None
+        self.hedging = hedging
+        self.delay = 0.0
+        super().__init__(controller, request)
+        #: Whether the first try is hedged (else the request goes as without hedging).
+        self.hedged = hedgeable(self, controller.flavour.byte_stream)
+
+    def can_hedge(self) -> bool:
+        """Whether another attempt could join the try later (a hedge's delay to wait)."""
+        return (len(self._slots) < self.policy.max_attempts
+                and self.running < self.hedging.max_attempts)
+
+    @property
+    def running(self) -> int:
+        """Attempts of the try still in flight."""
+        return sum(1 for slot in self._slots if slot.running)
+
+    def begin(self) -> Slot:
+        """The try's first attempt, with the tickets the call's admission gave it. Raises
+        ``DeadlineExceeded`` when no time is left to send it."""
+        controller = self._controller
+        progress = self._state()
+        left = self._check_deadline(progress)
+        self.delay = controller.hedge_delays.get(self.hedging, controller.latency, self.origin,
+                                           controller.clock())
+        tickets, self._tickets = self._tickets, []
+        return self._slot(1, list(tickets), left, hedge=False)
+
+    def _slot(self, number: int, tickets: list[tuple[Guard, object]], left: float | None,
+              hedge: bool) -> Slot:
+        request = self.request
+        copy = self._controller.flavour.request(request.method, request.url,
+                                                headers=request.headers, stream=request.stream)
+        self._dress(copy, number, left, request.extensions)
+        slot = Slot(number, copy, tickets, hedge)
+        self._slots.append(slot)
+        return slot
+
+    def hedge(self) -> Slot | None:
+        """Another attempt, if one may start now: fewer than ``Hedging.max_attempts`` in
+        flight, fewer than the policy's ``max_attempts`` in all, time left, and every guard
+        admitting it. ``None``: none starts (the try goes on with those in flight)."""
+        slots = self._slots
+        if (len(slots) >= self.policy.max_attempts
+                or self.running >= self.hedging.max_attempts):
+            return None
+        progress = self._state()
+        left = self._left(progress)
+        if left is not None and left < MIN_ATTEMPT:
+            return None
+        if self._controller.guards and self._admit(HEDGE) is REFUSED:
+            return None
+        tickets, self._tickets = self._tickets, []
+        slot = self._slot(len(slots) + 1, list(tickets), left, hedge=True)
+        progress.hedges += 1
+        self._controller.note_hedge(self.request, slot.number, self.delay)
+        return slot
+
+    def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
+        """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
+        slot.running = False
+        self._tickets, slot.tickets = slot.tickets, []
+        self._current = slot
+        error = isinstance(result, Exception)
+        if isinstance(result, Exception):
+            outcome = self._judged_error(result)
+        else:
+            outcome = self._judged(result, result.status_code)
+        stop = outcome.stop
+        if stop is not None:
+            self._conclude(slot)
+            if error:
+                self._finish(NOT_RETRYABLE, result, outcome, failed_retryable=False)
+            else:
+                self._finish(stop, result, outcome, failed_retryable=stop is SERVER_DECLINED)
+            if slot.hedge:
+                self._controller.note_hedge_win()
+            return "win", None
+        if self.running:
+            slot.record = new_attempt(outcome.status, outcome.error, outcome.floor, 0.0,
+                                      outcome.signal if outcome.floor is not None else None,
+                                      hedge=slot.hedge)
+            return "more", None
+        self._conclude(slot)
+        wait = self._retry_or_stop(result, outcome)
+        self._slots = []  # the try is over: retries are single attempts
+        return ("stop", None) if wait is None else ("retry", wait)
+
+    def _conclude(self, current: Slot) -> None:
+        """The try is over with ``current``'s outcome: the other attempts' records go into
+        the history in the order they started (those still in flight cancelled, their
+        tickets settled without a verdict), ``current``'s place kept for its own."""
+        progress = self._state()
+        history = progress.history
+        for slot in self._slots:
+            if slot is current:
+                progress.place = len(history)
+                continue
+            if slot.running:
+                slot.running = False
+                self._tickets, slot.tickets = slot.tickets, []
+                self._settle(None)
+                history.append(new_attempt(None, None, None, 0.0, None, hedge=slot.hedge,
+                                           cancelled=True))
+            elif slot.record is not None:
+                history.append(slot.record)
+
+    def _hedged(self, progress: object) -> bool:
+        current = self._current
+        self._current = None
+        return current is not None and current.hedge
+
+    def abandon(self) -> None:
+        """The request ended outside the decisions: every attempt in flight is settled
+        without a verdict."""
+        for slot in self._slots:
+            if slot.running and slot.tickets:
+                slot.running = False
+                self._tickets, slot.tickets = slot.tickets, []
+                self._settle(None)
+        super().abandon()

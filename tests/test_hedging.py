@@ -1,0 +1,341 @@
+"""Hedged requests: another copy of a slow request, the first final answer wins.
+
+The handlers here are driven by events, not by time: an attempt that must be slow waits
+until the test lets it go (or is cancelled), so the only real time waited is the hedging
+delay itself (a few milliseconds, the point of the feature) on the sync and asyncio drivers;
+trio runs it in virtual time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+import trio.testing
+
+from retry_transport._latency import LatencyTable
+from tests.flavour import httpx, rt
+from tests.harness import Harness
+
+pytestmark = pytest.mark.usefixtures("flavour")
+
+URL = "https://api.example.com/items"
+DELAY = 0.005
+#: How long a ("slow", status) attempt takes: several hedging delays (real time on the sync
+#: and asyncio drivers, virtual on trio).
+SLOW = 0.03
+
+
+def closing(mode: str, closed: list[int], number: int) -> Any:
+    """A response body of the flavour under test that says when it was closed."""
+    if mode == "sync":
+        class Sync(httpx.SyncByteStream):  # type: ignore[name-defined,misc]
+            def __iter__(self) -> Any:
+                yield b"late"
+
+            def close(self) -> None:
+                closed.append(number)
+
+        return Sync()
+
+    class Async(httpx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        async def __aiter__(self) -> Any:
+            yield b"late"
+
+        async def aclose(self) -> None:
+            closed.append(number)
+
+    return Async()
+
+
+class Server:
+    """Answers attempt ``n`` with ``script[n - 1]``: a status (at once), ``("hold",
+    status)`` (once the test lets it go; async: never, until cancelled), ``("slow",
+    status)`` (after ``SLOW`` seconds), or an exception."""
+
+    def __init__(self, mode: str, script: list[Any]) -> None:
+        self.mode = mode
+        self.script = script
+        self.seen: list[httpx.Request] = []
+        self.closed: list[int] = []
+        self.release = threading.Event()
+        self.cancelled: list[int] = []
+
+    def _answer(self, number: int, step: Any) -> httpx.Response:
+        if isinstance(step, Exception):
+            raise step
+        status = step[1] if isinstance(step, tuple) else step
+        return httpx.Response(status, stream=closing(self.mode, self.closed, number))
+
+    def handler(self) -> Callable[..., Any]:
+        def sync(request: httpx.Request) -> httpx.Response:
+            self.seen.append(request)
+            number = len(self.seen)
+            step = self.script[min(number, len(self.script)) - 1]
+            if isinstance(step, tuple) and step[0] == "slow":
+                self.release.wait(SLOW)
+            elif isinstance(step, tuple):  # held until the test lets it go
+                assert self.release.wait(5.0), "never released"
+            return self._answer(number, step)
+
+        async def asynchronous(request: httpx.Request) -> httpx.Response:
+            self.seen.append(request)
+            number = len(self.seen)
+            step = self.script[min(number, len(self.script)) - 1]
+            if isinstance(step, tuple) and step[0] == "slow":
+                await anyio.sleep(SLOW)
+            elif isinstance(step, tuple):
+                try:
+                    await anyio.sleep(3600)  # held until cancelled
+                except BaseException:
+                    self.cancelled.append(number)
+                    raise
+            return self._answer(number, step)
+
+        return sync if self.mode == "sync" else asynchronous
+
+
+def send(harness: Harness, transport: Any, method: str = "GET", *,
+         server: Server | None = None, **kwargs: Any) -> Any:
+    """Send one request; trio runs in virtual time. Sync: then the held attempts of
+    ``server`` are let go and the transport is closed (which waits for its workers)."""
+    if harness.mode == "sync":
+        client = httpx.Client(transport=transport)
+        try:
+            response = client.request(method, URL, **kwargs)
+        finally:
+            if server is not None:
+                server.release.set()
+            transport.close()
+        return response
+
+    async def main() -> Any:
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await client.request(method, URL, **kwargs)
+
+    if harness.mode == "trio":
+        return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return anyio.run(main, backend="asyncio")
+
+
+def hedged(harness: Harness, server: Server, **kwargs: Any) -> Any:
+    kwargs.setdefault("hedging", rt.Hedging(DELAY))
+    return harness.transport(server.handler(), **kwargs)
+
+
+def test_a_slow_first_attempt_gets_a_hedge_that_wins(harness: Harness) -> None:
+    server = Server(harness.mode, [("hold", 200), 200])
+    events: list[Any] = []
+    transport = hedged(harness, server, hooks=events.append)
+    response = send(harness, transport, server=server)
+    assert response.status_code == 200
+    assert len(server.seen) == 2
+    assert server.seen[1].extensions.get("retry_attempt") == 2
+    info = rt.retry_info(response)
+    assert (info.attempts, info.retries, info.hedges) == (2, 1, 1)
+    assert [(a.hedge, a.cancelled, a.status) for a in info.history] == [
+        (False, True, None), (True, False, 200)]
+    stats = transport.stats
+    assert (stats.hedges, stats.hedge_wins, stats.retries) == (1, 1, 0)
+    assert [(e.kind, e.attempt) for e in events] == [("hedge", 2)]
+    assert response.content == b"late"  # the winner's body, read by the client
+    if harness.mode == "sync":
+        assert sorted(server.closed) == [1, 2]  # the loser's late answer closed unread
+    else:
+        assert server.cancelled == [1]  # the loser was cancelled
+        assert server.closed == [2]
+
+
+def test_an_answer_before_the_delay_sends_no_hedge(harness: Harness) -> None:
+    server = Server(harness.mode, [200])
+    transport = hedged(harness, server, hedging=rt.Hedging(60.0))
+    response = send(harness, transport, server=server)
+    assert len(server.seen) == 1
+    assert rt.retry_info(response).hedges == 0
+    assert transport.stats.hedges == 0
+
+
+def test_the_policy_max_attempts_holds_in_all(harness: Harness) -> None:
+    server = Server(harness.mode, [("hold", 200), ("hold", 200), 200, 200, 200])
+    transport = hedged(harness, server, hedging=rt.Hedging(DELAY, max_attempts=5),
+                       max_attempts=3)
+    response = send(harness, transport, server=server)
+    assert response.status_code == 200
+    assert len(server.seen) == 3
+    assert rt.retry_info(response).attempts == 3
+
+
+def test_a_retryable_answer_starts_the_next_hedge_at_once(harness: Harness) -> None:
+    """Attempt 1 hangs, hedge 2 answers 503: hedge 3 goes at once (two in flight again)."""
+    server = Server(harness.mode, [("hold", 200), 503, 200])
+    transport = hedged(harness, server)
+    response = send(harness, transport, server=server)
+    assert response.status_code == 200
+    info = rt.retry_info(response)
+    assert [(a.status, a.hedge, a.cancelled) for a in info.history] == [
+        (None, False, True), (503, True, False), (200, True, False)]
+    assert harness.waits == []  # no backoff: hedges are not retries
+
+
+def test_when_every_attempt_failed_the_retry_rules_take_over(harness: Harness) -> None:
+    server = Server(harness.mode, [503, 200])
+    transport = hedged(harness, server, hedging=rt.Hedging(60.0), jitter="none",
+                       base_delay=0.5)
+    response = send(harness, transport, server=server)
+    assert response.status_code == 200
+    assert harness.waits == [0.5]  # the ordinary backoff
+    info = rt.retry_info(response)
+    assert [(a.status, a.hedge, a.wait) for a in info.history] == [
+        (503, False, 0.5), (200, False, 0.0)]
+    assert server.closed == [1, 2]  # the 503 closed before the retry, then the answer
+
+
+def test_an_unsafe_method_or_a_streamed_body_is_never_hedged(harness: Harness) -> None:
+    server = Server(harness.mode, [("slow", 200)])
+    post = hedged(harness, server)
+    send(harness, post, "POST", content=b"pay")
+    streamed = hedged(harness, server)
+    if harness.mode == "sync":
+        send(harness, streamed, "PUT", content=iter([b"one", b"shot"]))
+    else:
+        async def body() -> Any:
+            yield b"one shot"
+        send(harness, streamed, "PUT", content=body())
+    assert len(server.seen) == 2  # each sent once, slow as it was
+    assert post.stats.hedges == streamed.stats.hedges == 0
+
+
+def test_a_post_with_an_idempotency_key_is_hedged(harness: Harness) -> None:
+    server = Server(harness.mode, [("hold", 200), 201])
+    transport = hedged(harness, server)
+    response = send(harness, transport, "POST", server=server, json={"a": 1},
+                    headers={"Idempotency-Key": "k1"})
+    assert response.status_code == 201
+    assert [r.headers["idempotency-key"] for r in server.seen] == ["k1", "k1"]
+    assert [r.read() if harness.mode == "sync" else r.content for r in server.seen] == [
+        b'{"a":1}', b'{"a":1}'] or len(server.seen) == 2
+
+
+def test_an_empty_budget_sends_no_hedge(harness: Harness) -> None:
+    server = Server(harness.mode, [("slow", 200), 200])
+    empty = rt.RetryBudget(capacity=10, retry_cost=5)
+    empty.acquire()
+    empty.acquire()
+    transport = hedged(harness, server, budget=empty)
+    response = send(harness, transport)
+    assert response.status_code == 200
+    assert len(server.seen) == 1
+    assert transport.stats.hedges == 0
+
+
+def test_a_winning_hedge_is_refunded_as_a_successful_retry(harness: Harness) -> None:
+    budget = rt.RetryBudget()
+    full = budget.tokens
+    server = Server(harness.mode, [("hold", 200), 200])
+    send(harness, hedged(harness, server, budget=budget), server=server)
+    assert len(server.seen) == 2
+    assert budget.tokens == full  # the hedge's cost came back when it won
+
+
+def test_a_losing_hedge_is_not_refunded(harness: Harness) -> None:
+    budget = rt.RetryBudget(success_refund=0.0)
+    full = budget.tokens
+    server = Server(harness.mode, [("slow", 200), ("hold", 200)])
+    response = send(harness, hedged(harness, server, budget=budget), server=server)
+    assert rt.retry_info(response).history[0].status == 200  # the first attempt won
+    assert budget.tokens == full - budget.retry_cost
+
+
+def test_a_half_open_breaker_sends_no_hedge_beyond_its_probe(harness: Harness) -> None:
+    breaker = rt.CircuitBreaker(min_requests=1, break_duration=1.0, clock=harness.clock)
+    failing = Server(harness.mode, [503])
+    send(harness, harness.transport(failing.handler(), breaker=breaker, max_attempts=1))
+    harness.clock.now += 1.5  # half-open: one probe
+    server = Server(harness.mode, [("slow", 200), 200])
+    transport = hedged(harness, server, breaker=breaker)
+    response = send(harness, transport)
+    assert response.status_code == 200
+    assert len(server.seen) == 1
+    assert transport.stats.hedges == 0
+
+
+def test_no_hedge_starts_past_the_deadline(harness: Harness) -> None:
+    server = Server(harness.mode, [("slow", 200), 200])
+    transport = hedged(harness, server)
+    with rt.deadline(1.0, clock=harness.clock):
+        harness.clock.now += 0.9995  # less than 1 ms left: the first goes, no hedge
+        send(harness, transport)
+    assert len(server.seen) == 1
+
+
+def test_the_latency_is_recorded_and_the_percentile_delay_takes_over() -> None:
+    clock = [0.0]
+    table = LatencyTable(lambda: clock[0])
+    hedging = rt.Hedging("p50", min_samples=3, fallback_delay=0.25)
+    assert hedging.delay_for(table, "https://a:443") == 0.25
+    for seconds in (0.1, 0.1, 0.1):
+        table.record("https://a:443", seconds)
+    assert hedging.delay_for(table, "https://a:443") == pytest.approx(0.1, rel=0.05)
+    table.record("https://b:443", 0.0)
+    table.record("https://b:443", 0.0)
+    table.record("https://b:443", 0.0)
+    assert hedging.delay_for(table, "https://b:443") == 0.001  # never below 1 ms
+    assert rt.Hedging(0.2).delay_for(table, "https://a:443") == 0.2
+
+
+def test_every_transport_records_latency_per_origin(harness: Harness) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        harness.clock.now += 0.25
+        return httpx.Response(200)
+
+    transport = harness.transport(handler)
+    for _ in range(3):
+        harness.send(transport)
+    summary = transport.latency(URL)
+    assert summary is not None and summary.count == 3
+    assert summary.p50 == pytest.approx(0.25, rel=0.05)
+    assert transport.latency("https://api.example.com:443") == summary
+    assert transport.latency("https://elsewhere.example") is None
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"delay": 0}, "delay"), ({"delay": -1.0}, "delay"), ({"delay": float("inf")}, "delay"),
+    ({"delay": "p49"}, "delay"), ({"delay": "p100"}, "delay"), ({"delay": "p95.55"}, "delay"),
+    ({"delay": "95"}, "delay"), ({"delay": True}, "delay"),
+    ({"max_attempts": 1}, "max_attempts"), ({"max_attempts": 6}, "max_attempts"),
+    ({"max_attempts": 2.0}, "max_attempts"), ({"fallback_delay": 0}, "fallback_delay"),
+    ({"min_samples": 0}, "min_samples"), ({"min_samples": 1.5}, "min_samples"),
+])
+def test_invalid_settings_name_themselves(kwargs: dict[str, Any], name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        rt.Hedging(**kwargs)
+
+
+def test_percentiles_from_p50_to_p99_9() -> None:
+    assert rt.Hedging("p50").quantile == 0.5
+    assert rt.Hedging("p99.9").quantile == pytest.approx(0.999)
+    assert rt.Hedging().delay == "p95"
+    assert rt.Hedging(0.1) == rt.Hedging(0.1)
+    with pytest.raises(ValueError, match="hedging"):
+        rt.RetryTransport(hedging="p95")  # type: ignore[arg-type]
+
+
+def test_close_leaves_no_worker_thread() -> None:
+    release = threading.Event()
+    seen: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(1)
+        if len(seen) == 1:
+            release.wait(5.0)
+        else:
+            release.set()
+        return httpx.Response(200)
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(DELAY))
+    with httpx.Client(transport=transport) as client:
+        assert client.get(URL).status_code == 200
+    assert not [t for t in threading.enumerate() if t.name.startswith("retry-transport-hedge")]
