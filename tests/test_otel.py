@@ -161,6 +161,68 @@ async def test_each_async_attempt_gets_its_own_span(telemetry: Telemetry) -> Non
     check_attempt_spans(telemetry)
 
 
+def hedge_spans(telemetry: Telemetry) -> None:
+    """Two attempt spans under the parent: the first, and the hedge (resend count 1)."""
+    spans = telemetry.spans()
+    (parent,) = [s for s in spans if s.name == "parent"]
+    attempts = sorted((s for s in spans if s.kind is SpanKind.CLIENT),
+                      key=lambda s: s.start_time or 0)
+    assert len(attempts) == 2
+    assert parent.context is not None
+    for span in attempts:
+        assert span.parent is not None and span.parent.span_id == parent.context.span_id
+    assert [(s.attributes or {}).get(rt_otel.RESEND_COUNT) for s in attempts] == [None, 1]
+    assert telemetry.total("retry_transport.hedges") == 1
+
+
+def test_each_sync_hedge_is_its_own_attempt_span(telemetry: Telemetry) -> None:
+    """The hedge runs on a worker thread, in the caller's context: a child of its span."""
+    import threading
+
+    release = threading.Event()
+
+    def handler(request: Any) -> Any:
+        if request.extensions.get("retry_attempt") is None:
+            release.wait(5.0)  # the first attempt answers once the hedge has
+        else:
+            release.set()
+        return httpx.Response(200)
+
+    meter = telemetry.meter_provider.get_meter("test")
+    transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(0.005),
+                                  hooks=[rt_otel.metrics_hook(meter)])
+    rt_otel.instrument(transport, tracer_provider=telemetry.tracer_provider,
+                       meter_provider=telemetry.meter_provider)
+    client = httpx.Client(transport=transport)
+    with telemetry.tracer.start_as_current_span("parent"):
+        response = client.get(URL)
+    client.close()  # waits for the loser
+    assert rt.retry_info(response).hedges == 1
+    hedge_spans(telemetry)
+
+
+@pytest.mark.anyio
+async def test_each_async_hedge_is_its_own_attempt_span(telemetry: Telemetry) -> None:
+    import anyio
+
+    async def handler(request: Any) -> Any:
+        if request.extensions.get("retry_attempt") is None:
+            await anyio.sleep(3600)  # cancelled once the hedge has answered
+        return httpx.Response(200)
+
+    meter = telemetry.meter_provider.get_meter("test")
+    transport = rt.AsyncRetryTransport(httpx.MockTransport(handler),
+                                       hedging=rt.Hedging(0.005),
+                                       hooks=[rt_otel.metrics_hook(meter)])
+    rt_otel.instrument(transport, tracer_provider=telemetry.tracer_provider,
+                       meter_provider=telemetry.meter_provider)
+    async with httpx.AsyncClient(transport=transport) as client:
+        with telemetry.tracer.start_as_current_span("parent"):
+            response = await client.get(URL)
+    assert rt.retry_info(response).hedges == 1
+    hedge_spans(telemetry)
+
+
 def test_instrument_twice_wraps_once(telemetry: Telemetry) -> None:
     transport = rt.RetryTransport(httpx.MockTransport(statuses(503, 503, 200)),
                                   sleep=lambda s: None)

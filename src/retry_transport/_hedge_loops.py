@@ -13,6 +13,7 @@ The hedging delay is waited on the event loop's timer (async: virtual under trio
 
 from __future__ import annotations
 
+import contextvars
 import math
 import queue
 import threading
@@ -52,7 +53,8 @@ class Workers:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(HEDGE_WORKERS,
                                                 thread_name_prefix="retry-transport-hedge")
-            self._pool.submit(fn, slot)
+            # The caller's context goes with the attempt (its trace span, its deadline).
+            self._pool.submit(contextvars.copy_context().run, fn, slot)
 
     def close(self) -> None:
         with self._lock:

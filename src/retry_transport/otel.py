@@ -205,7 +205,8 @@ def metrics_hook(meter: Meter) -> Callable[[RetryEvent], None]:
     * ``retry_transport.give_ups``: requests given up on (``kind="give_up"``), also with
       ``retry.stop_reason``;
     * ``retry_transport.breaker.transitions``: circuit breaker state changes, also with
-      ``retry_transport.breaker.state`` (``open``, ``half_open`` or ``closed``).
+      ``retry_transport.breaker.state`` (``open``, ``half_open`` or ``closed``);
+    * ``retry_transport.hedges``: hedges sent (``kind="hedge"``).
 
     Cooldown waits are not counted. Give one transport's hook, or the breaker's, not both:
     a breaker tells its transport's hooks too.
@@ -223,6 +224,10 @@ def metrics_hook(meter: Meter) -> Callable[[RetryEvent], None]:
         unit="{transition}",
         description="Circuit breaker state changes.",
     )
+    hedges = meter.create_counter(
+        "retry_transport.hedges", unit="{attempt}",
+        description="Hedges sent: attempts started while an earlier one was in flight.",
+    )
     states = {"breaker_open": "open", "breaker_half_open": "half_open",
               "breaker_close": "closed"}
 
@@ -234,6 +239,8 @@ def metrics_hook(meter: Meter) -> Callable[[RetryEvent], None]:
             counter = give_ups
         elif kind in states:
             counter = transitions
+        elif kind == "hedge":
+            counter = hedges
         else:
             return
         attributes: dict[str, AttributeValue] = {
