@@ -65,14 +65,24 @@ def throttle(clock: Clock | None = None, **kwargs: Any) -> AdaptiveThrottle:
 
 
 def fill(t: AdaptiveThrottle, requests: int, accepts: int, origin: str = A) -> None:
-    """Count ``accepts`` more accepts, then ``requests`` more requests that all go (forced
-    0.0)."""
+    """Count ``requests`` more attempts whose outcome came back, ``accepts`` of them
+    accepted (``accepts <= requests``)."""
+    assert accepts <= requests
     before_requests, before_accepts = t.counts(origin)
     for _ in range(accepts):
         t.record(origin, True)
-    for _ in range(requests):
-        assert t.decide(origin, forced=0.0) is None
+    for _ in range(requests - accepts):
+        t.record(origin, False)
     assert t.counts(origin) == (before_requests + requests, before_accepts + accepts)
+
+
+def send(t: AdaptiveThrottle, origin: str = A, accepted: bool = True,
+         forced: float | None = None) -> float | None:
+    """One attempt as a transport makes it: decided, and if let through, its outcome."""
+    refused = t.decide(origin, forced)
+    if refused is None:
+        t.record(origin, accepted)
+    return refused
 
 
 # -- defaults, repr, small pieces ---------------------------------------------------------
@@ -124,12 +134,13 @@ def test_nothing_is_refused_or_drawn_while_accepts_keep_up() -> None:
         t.record(A, True)
     assert t.counts(A) == (1000, 1000)
     t2 = throttle(rng=rng)
-    fill(t2, 0, 10)
-    for _ in range(21):  # up to requests == k * accepts before the attempt
+    fill(t2, 10, 10)
+    for _ in range(10):  # turned away, up to requests == k * accepts before the attempt
         assert t2.probability(A) == 0.0
-        assert t2.decide(A) is None
+        assert send(t2, accepted=False) is None
     assert rng.draws == 0
-    assert t2.counts(A) == (21, 10)
+    assert t2.counts(A) == (20, 10)
+    assert send(t2, accepted=False) is None and rng.draws == 0  # 20 - 2 * 10 = 0: no draw
     assert t2.probability(A) == 1 / 22  # one past the boundary: (21 - 20) / (21 + 1)
     t2.decide(A)
     assert rng.draws == 1
@@ -149,12 +160,12 @@ def test_the_books_example() -> None:
 
 def test_the_probability_is_never_negative() -> None:
     t = throttle()
-    fill(t, 3, 50)
+    fill(t, 50, 50)
     assert t.probability(A) == 0.0
     fill(t, 0, 0, origin=OTHER)
     assert t.probability(OTHER) == 0.0
-    t.record(OTHER, True)  # an accept without a request (its request left the window)
-    assert t.counts(OTHER) == (0, 1)
+    t.record(OTHER, True)
+    assert t.counts(OTHER) == (1, 1)
     assert t.probability(OTHER) == 0.0
 
 
@@ -163,7 +174,7 @@ def test_k_one() -> None:
     t = throttle(k=1, rng=rng)
     fill(t, 10, 10)
     assert t.probability(A) == 0.0
-    assert t.decide(A) is None and rng.draws == 0
+    assert send(t, accepted=False) is None and rng.draws == 0
     assert t.probability(A) == 1 / 12  # (11 - 10) / (11 + 1)
 
 
@@ -175,10 +186,21 @@ def test_a_fractional_k() -> None:
 
 def test_with_no_accept_every_attempt_after_the_first_may_be_refused() -> None:
     t = throttle(rng=FixedRandom(0.0))
-    assert t.decide(A) is None  # nothing counted yet
-    assert t.decide(A) == 1 / 2
+    assert send(t, accepted=False) is None  # nothing counted yet
+    assert t.decide(A) == 1 / 2  # refused: counted at once
     assert t.decide(A) == 2 / 3
     assert t.counts(A) == (3, 0)
+
+
+def test_attempts_in_flight_do_not_count_as_turned_away() -> None:
+    """A burst to a new origin: nothing has answered yet, so nothing is refused."""
+    rng = CountingRandom()
+    t = throttle(rng=rng)
+    assert all(t.decide(A) is None for _ in range(100))  # all in flight at once
+    assert t.counts(A) == (0, 0) and rng.draws == 0
+    for _ in range(100):
+        t.record(A, True)
+    assert t.counts(A) == (100, 100)
 
 
 # -- the draw -------------------------------------------------------------------------------
@@ -199,7 +221,9 @@ def test_refused_exactly_when_the_draw_is_below_the_probability(requests: int,
     fill(t, requests, accepts)
     assert t.decide(A) is None
     assert at.draws == 1
-    assert t.counts(A) == (requests + 1, accepts)  # counted all the same
+    assert t.counts(A) == (requests, accepts)  # let through: counted when it ends
+    t.record(A, False)
+    assert t.counts(A) == (requests + 1, accepts)
 
 
 def test_a_seeded_rng_refuses_about_the_probability() -> None:
@@ -219,7 +243,7 @@ def test_forced_probabilities() -> None:
     t = throttle(rng=rng)
     fill(t, 100, 0)  # a computed probability close to 1
     for _ in range(50):
-        assert t.decide(A, forced=0.0) is None
+        assert send(t, accepted=False, forced=0.0) is None
     assert rng.draws == 0
     assert t.counts(A) == (150, 0)
     t.record(A, True)
@@ -245,7 +269,7 @@ def test_the_window_forgets_old_outcomes() -> None:
     clock.now += 60.0 + 60.0 / _BUCKETS  # past the window and its one bucket of slack
     assert t.counts(A) == (0, 0)
     assert t.probability(A) == 0.0
-    assert t.decide(A) is None
+    assert send(t, accepted=False) is None
     assert t.counts(A) == (1, 0)
 
 
@@ -266,19 +290,18 @@ def test_the_window_expires_bucket_by_bucket() -> None:
     t = throttle(clock, window=bucket * _BUCKETS)
     fill(t, 3, 1)  # in the bucket [1000, 1001)
     clock.now = 1000.5
-    fill(t, 0, 1)  # same bucket
+    fill(t, 1, 1)  # same bucket
     clock.now = 1005.5
     for _ in range(2):  # in [1005, 1006)
-        t.decide(A, forced=0.0)
-        t.record(A, True)
+        send(t, forced=0.0)
     clock.now = 1010.0
-    t.decide(A, forced=0.0)  # in [1010, 1011)
-    assert t.counts(A) == (6, 4)
+    send(t, accepted=False, forced=0.0)  # in [1010, 1011)
+    assert t.counts(A) == (7, 4)
     window = bucket * _BUCKETS
     clock.now = 1000.5 + window  # 20 s after the last count of the first bucket: still in
-    assert t.counts(A) == (6, 4)
+    assert t.counts(A) == (7, 4)
     clock.now = 1001.0 + window - 1e-9
-    assert t.counts(A) == (6, 4)
+    assert t.counts(A) == (7, 4)
     clock.now = 1001.0 + window  # the first bucket has left
     assert t.counts(A) == (3, 2)
     clock.now = 1006.0 + window - 1e-9
@@ -307,7 +330,7 @@ def test_a_clock_that_goes_back_stays_in_the_current_bucket() -> None:
     fill(t, 5, 5)
     clock.now -= 100.0
     fill(t, 0, 0)
-    t.decide(A, forced=0.0)
+    send(t, accepted=False, forced=0.0)
     assert t.counts(A) == (6, 5)
 
 
@@ -412,7 +435,6 @@ def test_exact_counts_under_threads() -> None:
             if t.decide(A) is None:
                 sent[number] += 1
                 t.record(A, True)
-            t.record(A, False)  # counts nothing
 
     workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
     interval = sys.getswitchinterval()
@@ -425,7 +447,7 @@ def test_exact_counts_under_threads() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert t.counts(A) == (threads * per_thread, sum(sent))
-    assert sum(sent) > threads * per_thread * 0.99  # a handful refused while starting
+    assert sum(sent) == threads * per_thread  # every attempt accepted: none refused
 
 
 @pytest.mark.anyio
@@ -435,18 +457,20 @@ async def test_exact_counts_under_tasks() -> None:
 
     async def one() -> None:
         nonlocal sent
-        for _ in range(10):
+        for n in range(10):
             if t.decide(A) is None:
                 await anyio.sleep(0)  # the attempt in flight while the others decide
                 sent += 1
-                t.record(A, True)
+                t.record(A, n % 4 == 0)  # a quarter accepted: k = 2 refuses some
             await anyio.sleep(0)
 
     async with anyio.create_task_group() as group:
         for _ in range(200):
             group.start_soon(one)
-    assert t.counts(A) == (2000, sent)
-    assert 0 < sent < 2000  # 200 attempts in flight and none answered yet: some refused
+    requests, accepts = t.counts(A)
+    assert requests == 2000  # every attempt counted once: refused, or ended
+    assert 0 < sent < 2000  # some refused once the refusals outnumbered the accepts
+    assert accepts <= sent
 
 
 # -- memory -------------------------------------------------------------------------------------
@@ -499,7 +523,7 @@ def test_a_forked_child_gets_a_new_lock_and_keeps_the_counts() -> None:
         if pid == 0:  # the child: exits 0 if the lock is free and the counts kept
             ok = False
             try:
-                ok = t.decide(A) is None and t.counts(A) == (11, 10)
+                ok = send(t) is None and t.counts(A) == (11, 11)
             finally:
                 os._exit(0 if ok else 1)
     finally:

@@ -6,7 +6,10 @@ The rule is the one of *Site Reliability Engineering* (O'Reilly, 2016), chapter 
 "Handling Overload", section "Client-Side Throttling". Over the trailing ``window`` seconds,
 each origin (``scheme://host:port``) counts
 
-- ``requests``: the attempts the transport was about to send, those refused here included;
+- ``requests``: the attempts the transport was about to send, those refused here included
+  (an attempt let through is counted when its outcome comes back, so that attempts still in
+  flight do not count as turned away: a burst to a new origin is not refused before anything
+  has answered);
 - ``accepts``: the attempts the service answered with a status outside ``reject_statuses``.
 
 Before each attempt, the probability of refusing it locally is::
@@ -145,7 +148,7 @@ class AdaptiveThrottle:
 
     def counts(self, url_or_origin: object) -> tuple[int, int]:
         """``(requests, accepts)`` counted for an origin (spelt as for :meth:`probability`)
-        over the window now: the attempts about to be sent, refused ones included, and
+        over the window now: the attempts refused and those whose outcome came back, and
         those the service accepted."""
         origin = normalise(url_or_origin)
         now = self.clock()
@@ -167,11 +170,12 @@ class AdaptiveThrottle:
         """One attempt to ``origin`` (spelt as ``_http.origin`` spells it) that the transport
         is about to send: ``None`` to let it go, else the probability it was refused with.
 
-        The probability comes from the counts before this attempt, which is then counted as
-        a request whether it goes or not (its outcome comes back through :meth:`record`
-        only if it goes). Above 0, ``rng.random()`` is drawn once and the attempt is refused
-        when the draw is below it; at 0 nothing is drawn. ``forced`` (testing mode), in
-        [0, 1], is used instead of the computed probability: 0.0 never refuses, 1.0 always.
+        The probability comes from the counts before this attempt. A refused attempt is
+        counted as a request at once; one let through is counted when its outcome comes
+        back (:meth:`record`). Above 0, ``rng.random()`` is drawn once and the attempt is
+        refused when the draw is below it; at 0 nothing is drawn. ``forced`` (testing
+        mode), in [0, 1], is used instead of the computed probability: 0.0 never refuses,
+        1.0 always.
         """
         now = self.clock()
         with self._lock:
@@ -181,7 +185,6 @@ class AdaptiveThrottle:
             elif now >= entry.until:
                 self._advance(entry, now)
             requests = entry.requests
-            entry.requests = requests + 1
             if forced is None:
                 excess = requests - self.k * entry.accepts
                 if excess <= 0:
@@ -191,14 +194,15 @@ class AdaptiveThrottle:
                 chance = forced
             else:
                 return None
-            return chance if self.rng.random() < chance else None
+            if self.rng.random() < chance:
+                entry.requests = requests + 1
+                return chance
+            return None
 
     def record(self, origin: str, accepted: bool) -> None:
-        """The outcome of an attempt :meth:`decide` let go: ``accepted`` (an answer whose
-        status :meth:`accepts_status` accepts) counts an accept; otherwise (a status in
-        ``reject_statuses``, a transient transport error) nothing is counted."""
-        if not accepted:
-            return
+        """The outcome of an attempt :meth:`decide` let go: a request, and with
+        ``accepted`` (an answer whose status :meth:`accepts_status` accepts) an accept; a
+        status in ``reject_statuses`` or a transient transport error is a request alone."""
         now = self.clock()
         with self._lock:
             entry = self._origins.get(origin)
@@ -206,7 +210,9 @@ class AdaptiveThrottle:
                 entry = self._new(origin, now)
             elif now >= entry.until:
                 self._advance(entry, now)
-            entry.accepts += 1
+            entry.requests += 1
+            if accepted:
+                entry.accepts += 1
 
     # -- inside the lock ----------------------------------------------------------------
 
