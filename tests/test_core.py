@@ -18,6 +18,7 @@ from retry_transport._guards import FIRST, Guard, Refusal
 from retry_transport._options import Settings
 from retry_transport._plain import plain_final, plain_first
 from retry_transport._policy import RetryPolicy
+from retry_transport._throttle import AdaptiveThrottle
 from retry_transport._rules import ORDER, Outcome
 from retry_transport._transports import HTTPX
 
@@ -110,6 +111,20 @@ def _tripped() -> CircuitBreaker:
     return CircuitBreaker(min_requests=1, failure_ratio=1.0, clock=Clock())
 
 
+class _Below(random.Random):
+    def random(self) -> float:
+        return 0.0  # below any probability above 0
+
+
+def _overloaded() -> AdaptiveThrottle:
+    """A throttle at its boundary (20 requests, 10 accepts: probability 0): the first
+    attempt goes; its 503 tips it over (1/22), and the retry is refused (the draw below)."""
+    throttle = AdaptiveThrottle(rng=_Below(), clock=Clock())
+    for n in range(20):
+        throttle.record("https://api.example.com:443", n % 2 == 0)
+    return throttle
+
+
 #: One case per stop reason: (policy fields, options, request, answers).
 CASES: dict[StopReason, tuple[dict[str, Any], Callable[[], dict[str, Any]], Request,
                               list[Any]]] = {
@@ -124,6 +139,8 @@ CASES: dict[StopReason, tuple[dict[str, Any], Callable[[], dict[str, Any]], Requ
     StopReason.RETRY_AFTER_TOO_LONG: ({}, dict, Request(), [Response(503, retry_after="3600")]),
     StopReason.DEADLINE: ({"deadline": 0.5}, dict, Request(), [Response(503, retry_after="1")]),
     StopReason.CIRCUIT_OPEN: ({}, lambda: {"breaker": _tripped()}, Request(), [Response(503)]),
+    StopReason.THROTTLED: ({}, lambda: {"throttle": _overloaded(), "budget": _spent()},
+                           Request(), [Response(503)]),
     StopReason.BUDGET_EXHAUSTED: ({}, lambda: {"budget": _spent()}, Request(), [Response(503)]),
 }
 
@@ -153,6 +170,8 @@ PRECEDENCE = [
      StopReason.CIRCUIT_OPEN),
     ({}, lambda: {"budget": _spent()}, Request(), [Response(503, x_should_retry="false")],
      StopReason.SERVER_DECLINED),
+    ({}, lambda: {"breaker": _tripped(), "throttle": _overloaded()}, Request(),
+     [Response(503)], StopReason.CIRCUIT_OPEN),
 ]
 
 

@@ -10,6 +10,7 @@ def test_all_is_pinned() -> None:
     assert rt.__all__ == [
         "DEFAULT_RETRY_METHODS",
         "DEFAULT_RETRY_STATUSES",
+        "AdaptiveThrottle",
         "AsyncRetryTransport",
         "Attempt",
         "CircuitBreaker",
@@ -29,6 +30,7 @@ def test_all_is_pinned() -> None:
         "RetryStats",
         "RetryTransport",
         "StopReason",
+        "ThrottledError",
         "deadline",
         "parse_http_date",
         "parse_retry_after",
@@ -78,13 +80,14 @@ def test_the_httpx2_flavour_exports_the_same_names() -> None:
     }
     assert public == set(rt2.__all__)
     bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError", "CircuitOpenError",
-             "DeadlineExceeded"}
+             "DeadlineExceeded", "ThrottledError"}
     for name in set(rt.__all__) - bound:
         assert getattr(rt2, name) is getattr(rt, name), name
     assert issubclass(rt2.RetryTransport, httpx2.BaseTransport)
     assert issubclass(rt2.AsyncRetryTransport, httpx2.AsyncBaseTransport)
     assert issubclass(rt2.CooldownError, httpx2.TransportError)
     assert issubclass(rt2.DeadlineExceeded, httpx2.TimeoutException)
+    assert issubclass(rt2.ThrottledError, httpx2.TransportError)
     assert issubclass(rt.DeadlineExceeded, __import__("httpx").TimeoutException)
     assert issubclass(rt2.CircuitOpenError, httpx2.TransportError)
     import httpx

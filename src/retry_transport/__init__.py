@@ -10,7 +10,7 @@ rt.retry_info(response).attempts
 from ._breaker import CircuitBreaker
 from ._budget import RetryBudget
 from ._deadlines import deadline, time_left
-from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded
+from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
 from ._hedging import Hedging
 from ._http import retry_info
 from ._latency import LatencySummary
@@ -20,6 +20,7 @@ from ._policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, Retr
 from ._redis import RedisStore
 from ._retry_after import parse_http_date, parse_retry_after
 from ._store import MemoryStore
+from ._throttle import AdaptiveThrottle
 from ._transports import AsyncRetryTransport, RetryTransport
 
 __version__ = "0.1.0"
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_RETRY_METHODS",
     "DEFAULT_RETRY_STATUSES",
+    "AdaptiveThrottle",
     "AsyncRetryTransport",
     "Attempt",
     "CircuitBreaker",
@@ -46,6 +48,7 @@ __all__ = [
     "RetryStats",
     "RetryTransport",
     "StopReason",
+    "ThrottledError",
     "deadline",
     "parse_http_date",
     "parse_retry_after",

@@ -2,8 +2,8 @@
 
 The per-request decisions are in ``_core``; the cooldown table in ``_cooldowns``; what is
 logged and told to hooks in ``_observe``. The controller builds the guards tuple once, in
-admission order (breaker, cooldowns, budget), and the order their vetoes are asked in, from
-the rule order of ``_rules``.
+admission order (breaker, throttle, cooldowns, budget), and the order their vetoes are asked
+in, from the rule order of ``_rules``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ._cooldowns import CooldownTable
 from ._flavour import Flavour, Request
 from ._fork import track
-from ._guards import BreakerGuard, BudgetGuard, Guard
+from ._guards import BreakerGuard, BudgetGuard, Guard, ThrottleGuard
 from ._hedging import Delays
 from ._latency import LatencyTable
 from ._models import Attempt, RetryInfo, RetryStats, StopReason
@@ -91,6 +91,11 @@ class Controller:
         guards: list[Guard] = []
         if breaker is not None:
             guards.append(BreakerGuard(breaker, self.observer))
+        #: The throttle's guard (its refusals are counted there), or ``None``.
+        self.throttle = None
+        if settings.throttle is not None:
+            self.throttle = ThrottleGuard(settings.throttle, self.observer)
+            guards.append(self.throttle)
         if self.cooldowns is not None:
             guards.append(self.cooldowns)
         if budget is not None:
@@ -198,6 +203,7 @@ class Controller:
             requests = next(self.request_counter) - self._draws
             retries = next(self._retries) - self._draws
             hedges = next(self._hedges) - self._draws
+            throttled = 0 if self.throttle is None else next(self.throttle.refused) - self._draws
             hedge_wins = next(self._hedge_wins) - self._draws
             self._draws += 1
             gave_up = dict(self._gave_up)
@@ -209,4 +215,5 @@ class Controller:
             retry_rate=retries / requests if requests else 0.0,
             hedges=hedges,
             hedge_wins=hedge_wins,
+            throttled=throttled,
         )

@@ -22,8 +22,8 @@ httpx or httpx2 comes from the transport's :class:`~._flavour.Flavour`. A driver
 What an outcome means and the order of the stop reasons are stated once, in ``_rules``:
 success, not_retryable, server_declined; disabled, unsafe_method, body_not_replayable;
 max_attempts; retry_after_too_long, deadline; then the guards' vetoes: circuit_open,
-budget_exhausted. The guards (``_guards``) admit each attempt, settle its ticket with its
-outcome, and veto retries; this module only runs them, in the controller's order.
+throttled, budget_exhausted. The guards (``_guards``) admit each attempt, settle its ticket
+with its outcome, and veto retries; this module only runs them, in the controller's order.
 """
 
 from __future__ import annotations
@@ -271,9 +271,15 @@ class RetryCall(TimeLeft):
             progress.total_wait if progress is not None else 0.0, refusal.reason,
         )
         flavour = self._controller.flavour
-        kind = flavour.cooldown_error if refusal.error == "cooldown" else flavour.circuit_open_error
-        error = kind(refusal.message, origin=refusal.origin, remaining=refusal.remaining,
-                     request=self.request)
+        if refusal.error == "throttled":  # its ``remaining`` is the probability
+            error = flavour.throttled_error(refusal.message, origin=refusal.origin,
+                                            probability=refusal.remaining,
+                                            request=self.request)
+        else:
+            kind = (flavour.cooldown_error if refusal.error == "cooldown"
+                    else flavour.circuit_open_error)
+            error = kind(refusal.message, origin=refusal.origin, remaining=refusal.remaining,
+                         request=self.request)
         note = None
         if history:
             note = (f"retry-transport: gave up after {len(history)} attempt(s) "

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import anyio
 
+from ._bodies import abuffer, aclose as aclose_response, adrain, buffer, drain
 from ._breaker import CircuitBreaker
 from ._controller import Controller
-from ._core import DRAIN_MAX_SECONDS, RetryCall
+from ._core import RetryCall
 from ._flavour import Flavour, Request, Response
 from ._hedge_loops import Workers, async_try, sync_try
 from ._hedged_call import HedgedCall
@@ -41,6 +42,7 @@ from ._options import (
 from ._plain import plain_final, plain_first
 from ._policy import RetryPolicy
 from ._store import MemoryStore
+from ._throttle import AdaptiveThrottle
 from ._validate import function_kind
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
@@ -97,66 +99,6 @@ def _check_request(flavour: Flavour, request: object, *, sync: bool) -> None:
                     f"which is no {flavour.name}.Request")
 
 
-def _buffer(response: Response, limit: int, flavour: Flavour) -> bool:
-    """Read the raw body into memory, up to ``limit`` bytes; True if it was all read.
-
-    A longer body stays a stream: what was read is put back in front of the rest.
-    """
-    stream = response.stream
-    assert isinstance(stream, flavour.sync_byte_stream)
-    if limit <= 0:
-        return False
-    head: list[bytes] = []
-    size = 0
-    chunks = iter(stream)
-    for chunk in chunks:
-        head.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            response.stream = flavour.sync_tail(head, chunks, stream)
-            return False
-    stream.close()
-    response.stream = flavour.byte_stream(b"".join(head))
-    return True
-
-
-async def _abuffer(response: Response, limit: int, flavour: Flavour) -> bool:
-    """The async twin of :func:`_buffer`."""
-    stream = response.stream
-    assert isinstance(stream, flavour.async_byte_stream)
-    if limit <= 0:
-        return False
-    head: list[bytes] = []
-    size = 0
-    chunks = aiter(stream)
-    async for chunk in chunks:
-        head.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            response.stream = flavour.async_tail(head, chunks, stream)
-            return False
-    await stream.aclose()
-    response.stream = flavour.byte_stream(b"".join(head))
-    return True
-
-
-def _drain(response: Response, clock: Callable[[], float]) -> None:
-    """Read a discarded response's small body so its connection can be reused, for at most
-    ``DRAIN_MAX_SECONDS``: a sync read cannot be interrupted, so the time is checked between
-    chunks (each chunk is bounded by the read timeout). Past it, the connection is dropped."""
-    end = clock() + DRAIN_MAX_SECONDS
-    for _ in response.iter_raw():
-        if clock() >= end:
-            return
-
-
-async def _adrain(response: Response) -> None:
-    """The async twin of :func:`_drain`: the read itself is cut off at the time limit."""
-    with anyio.move_on_after(DRAIN_MAX_SECONDS):
-        async for _ in response.aiter_raw():
-            pass
-
-
 def _awaitable(result: object) -> Awaitable[object]:
     """What an async transport's ``sleep`` returned, checked: a sync function (such as
     ``time.sleep``) returns no awaitable, and would block the event loop besides."""
@@ -198,17 +140,6 @@ def _loop_clock() -> Callable[[], float]:
             return trio.current_time  # type: ignore[no-any-return]
     loop = asyncio.get_running_loop()
     return loop.time if type(loop).time is not asyncio.BaseEventLoop.time else time.monotonic
-
-
-async def _aclose(response: Response, flavour: Flavour) -> None:
-    """Close a response even while the task is being cancelled. A body already in memory
-    (a mock's, an ASGI app's) is closed without awaiting anything that could be
-    cancelled, so it needs no shield (a cancel scope costs as much as a short request)."""
-    if isinstance(response.stream, flavour.byte_stream):
-        await response.aclose()
-        return
-    with anyio.CancelScope(shield=True):
-        await response.aclose()
 
 
 class _Common:
@@ -266,6 +197,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
         breaker: CircuitBreaker | None = None,
+        throttle: AdaptiveThrottle | None = None,
         hedging: Hedging | None = None,
         store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
@@ -294,6 +226,12 @@ class SyncRetry(_Common, Generic[_Sync]):
                 requests to it until then. Default True.
             breaker: a :class:`CircuitBreaker` (one state per origin; may be shared by
                 several transports); ``None`` (default): no breaker.
+            throttle: an :class:`AdaptiveThrottle` (one state per origin; may be shared by
+                several transports): every attempt, first tries and retries, with retries
+                on or off, is refused locally with a probability that grows as the origin
+                accepts fewer than one in ``k`` of the attempts it gets (``ThrottledError``
+                for a first attempt, stop reason ``throttled`` for a retry). Default
+                ``None``: no throttle.
             hedging: a :class:`Hedging`: a request that may be sent again without risk and
                 has not answered after its delay gets another copy, and whichever answers
                 first wins (the others are cancelled). Sync transports run hedged
@@ -408,7 +346,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                     limit = call.body_limit(response)
                     if limit is not None:
                         try:
-                            call.body_read(_buffer(response, limit, self._flavour))
+                            call.body_read(buffer(response, limit, self._flavour))
                         except Exception as exc:
                             response.close()
                             wait = call.on_error(exc)
@@ -423,7 +361,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                     return response
                 try:
                     if call.should_drain(response):
-                        _drain(response, controller.clock)
+                        drain(response, controller.clock)
                 except Exception:
                     pass  # a broken body is as good as discarded
                 finally:
@@ -467,6 +405,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         budget: BudgetArg = DEFAULT_BUDGET,
         cooldown: bool = True,
         breaker: CircuitBreaker | None = None,
+        throttle: AdaptiveThrottle | None = None,
         hedging: Hedging | None = None,
         store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
@@ -527,7 +466,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                     await _awaitable(self._sleep(wait))
                 if hedged is not None:  # the first try, hedged
                     done, wait = await async_try(hedged, transport, self._flavour,
-                                                 self._record, lap, _aclose)
+                                                 self._record, lap, aclose_response)
                     hedged = None
                     if done is not None:
                         return done
@@ -555,26 +494,26 @@ class AsyncRetry(_Common, Generic[_Async]):
                     limit = call.body_limit(response)
                     if limit is not None:
                         try:
-                            call.body_read(await _abuffer(response, limit, self._flavour))
+                            call.body_read(await abuffer(response, limit, self._flavour))
                         except Exception as exc:
-                            await _aclose(response, self._flavour)
+                            await aclose_response(response, self._flavour)
                             wait = call.on_error(exc)
                             if wait is None:
                                 raise
                             continue
                         except BaseException:
-                            await _aclose(response, self._flavour)
+                            await aclose_response(response, self._flavour)
                             raise
                 wait = call.on_response(response)
                 if wait is None:
                     return response
                 try:
                     if call.should_drain(response):
-                        await _adrain(response)
+                        await adrain(response)
                 except Exception:
                     pass  # a broken body is as good as discarded
                 finally:
-                    await _aclose(response, self._flavour)
+                    await aclose_response(response, self._flavour)
         except BaseException:
             if call is not None:  # a cancel or an interrupt mid-attempt: the request back
                 call.abandon()

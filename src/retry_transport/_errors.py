@@ -13,6 +13,8 @@ __all__ = [
     "CooldownErrorBase",
     "DeadlineExceeded",
     "DeadlineExceededBase",
+    "ThrottledError",
+    "ThrottledErrorBase",
 ]
 
 
@@ -104,4 +106,44 @@ class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException):
     left ran out during the wait before a retry. ``retry_info(error)`` says what was done
     (0 attempts for a first attempt), with stop reason ``deadline``. It subclasses
     ``httpx.TimeoutException``, so code that already catches timeouts keeps working.
+    """
+
+
+class ThrottledErrorBase(Exception):
+    """What every flavour's ``ThrottledError`` shares: the origin and the probability the
+    attempt was refused with. Mixed in ahead of the flavour's ``TransportError``."""
+
+    origin: str
+    probability: float
+
+    def __init__(self, message: str, *, origin: str, probability: float, request: Any) -> None:
+        super().__init__(message, request=request)  # type: ignore[call-arg]
+        self.origin = origin
+        self.probability = probability
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            type(self)._rebuild,
+            (str(self), self.origin, self.probability, self.request),  # type: ignore[attr-defined]
+            self.__dict__,
+        )
+
+    @classmethod
+    def _rebuild(cls, message: str, origin: str, probability: float, request: Any
+                 ) -> ThrottledErrorBase:
+        return cls(message, origin=origin, probability=probability, request=request)
+
+
+class ThrottledError(ThrottledErrorBase, httpx.TransportError):
+    """The origin's :class:`~retry_transport.AdaptiveThrottle` refused the request's first
+    attempt locally: nothing was sent.
+
+    The origin has lately accepted too few of the attempts sent to it (it answered 429 or
+    503, or failed), so this client sheds part of its load before it reaches the origin.
+    ``retry_info(error)`` says 0 attempts, stop reason ``throttled``. It subclasses
+    ``httpx.TransportError``, so existing handlers of transport errors catch it.
+
+    Attributes:
+        origin: the origin, as ``scheme://host:port``.
+        probability: the probability the attempt was refused with, in (0, 1].
     """

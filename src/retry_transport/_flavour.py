@@ -86,6 +86,8 @@ class Flavour:
         circuit_open_error: the flavour's ``CircuitOpenError`` (likewise).
         deadline_error: the flavour's ``DeadlineExceeded`` (a subclass of its
             ``TimeoutException``).
+        throttled_error: the flavour's ``ThrottledError`` (a subclass of its
+            ``TransportError``).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
     """
 
@@ -104,13 +106,14 @@ class Flavour:
     cooldown_error: type[Any]
     circuit_open_error: type[Any]
     deadline_error: type[Any]
+    throttled_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
 
     @classmethod
     def of(
         cls, module: ModuleType, cooldown_error: type[Any], circuit_open_error: type[Any],
-        deadline_error: type[Any],
+        deadline_error: type[Any], throttled_error: type[Any],
     ) -> Flavour:
         """The binding of ``module`` (``httpx`` or ``httpx2``, which share one API)."""
         return cls(
@@ -129,6 +132,7 @@ class Flavour:
             cooldown_error=cooldown_error,
             circuit_open_error=circuit_open_error,
             deadline_error=deadline_error,
+            throttled_error=throttled_error,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.
             sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),

@@ -33,6 +33,7 @@ stop reason, if new, in ``StopReason`` and ``_rules.RULES``.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal, Protocol
@@ -47,9 +48,11 @@ if TYPE_CHECKING:
     from ._flavour import Request
     from ._policy import RetryPolicy
     from ._rules import Outcome
+    from ._throttle import AdaptiveThrottle
     from .testing import TestingLog
 
-__all__ = ["FIRST", "HEDGE", "BreakerGuard", "BudgetGuard", "CallView", "Guard", "Hold", "Refusal"]
+__all__ = ["FIRST", "HEDGE", "BreakerGuard", "BudgetGuard", "CallView", "Guard", "Hold",
+           "Refusal", "ThrottleGuard"]
 
 #: What ``admit`` is given as ``carried`` for a request's first attempt.
 FIRST: Final = object()
@@ -59,6 +62,7 @@ FIRST: Final = object()
 HEDGE: Final = object()
 
 _CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
+_THROTTLED: Final = StopReason.THROTTLED
 _BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED
 
 
@@ -93,12 +97,14 @@ class CallView(Protocol):
 
 class Refusal:
     """A guard refuses an attempt: the request ends with ``reason``, raising the flavour's
-    ``CooldownError`` or ``CircuitOpenError`` (``error``) with this message; a hedge's
-    refusal is never raised (``error`` may be ``None``)."""
+    ``CooldownError``, ``CircuitOpenError`` or ``ThrottledError`` (``error``) with this
+    message (for ``ThrottledError``, ``remaining`` is the probability); a hedge's refusal is
+    never raised (``error`` may be ``None``)."""
 
     __slots__ = ("error", "message", "origin", "reason", "remaining")
 
-    def __init__(self, reason: StopReason, error: Literal["cooldown", "circuit_open"] | None,
+    def __init__(self, reason: StopReason,
+                 error: Literal["cooldown", "circuit_open", "throttled"] | None,
                  origin: str, remaining: float, message: str) -> None:
         self.reason = reason
         self.error = error
@@ -316,3 +322,78 @@ class BudgetGuard:
     def refund(self, call: CallView, carried: object) -> None:
         if isinstance(carried, (int, float)):  # the cost the veto took for the retry
             self.budget.release(carried)
+
+
+#: The ticket of an attempt a throttle let through: its outcome is counted.
+_SENT: Final = object()
+
+
+class ThrottleGuard:
+    """An :class:`~retry_transport.AdaptiveThrottle` as a guard: every attempt (first
+    attempts, retries, hedges, with retries on or off) is judged before it is sent, a retry
+    when it is decided (its veto, before the wait and the budget); the outcome of each one
+    let through is counted. Under ``retry_testing(throttles="off")`` it does nothing; with a
+    number, that is the probability of every refusal."""
+
+    reason = _THROTTLED
+    learns = False
+    quiet = False  # any attempt may be refused: it is asked every time
+    plain = None
+    tally = None
+
+    def __init__(self, throttle: AdaptiveThrottle, observer: Observer) -> None:
+        self.throttle = throttle
+        self.observer = observer
+        self.refused = itertools.count()  # refusals, for the stats (next() under the GIL)
+
+    def plain_for(self, request: Request) -> bool:
+        return False
+
+    def _judge(self, call: CallView, attempt: int) -> float | None:
+        """The probability attempt ``attempt`` was refused with, or ``None`` (it goes)."""
+        testing = call.testing
+        forced = None if testing is None else testing.throttles
+        if forced == "off":
+            return None
+        chance = self.throttle.decide(call.origin, None if forced == "on" else forced)
+        if chance is not None:
+            next(self.refused)
+            self.observer.throttled(call.request, attempt, self.throttle.hooks)
+        return chance
+
+    def admit(self, call: CallView, carried: object) -> object:
+        if carried is not FIRST and carried is not HEDGE:
+            return carried  # a retry: judged by the veto (_SENT, or None: not judged)
+        chance = self._judge(call, call.attempt)
+        if chance is None:
+            return _SENT
+        origin = call.origin
+        return Refusal(_THROTTLED, "throttled" if carried is FIRST else None, origin, chance,
+                       f"{origin}: adaptive throttle refused the attempt locally "
+                       f"(probability {chance:.3f}): not sent")
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        if ticket is _SENT and outcome is not None:
+            self._count(call.origin, outcome)
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        self._count(origin_of(request.url), outcome)
+
+    def _count(self, origin: str, outcome: Outcome) -> None:
+        """A response counts (an accept unless its status is a reject status); so does a
+        transient error (never an accept); an error that says nothing of the server not."""
+        status = outcome.status
+        if status is not None:
+            self.throttle.record(origin, self.throttle.accepts_status(status))
+        elif outcome.failure:
+            self.throttle.record(origin, False)
+
+    def learn(self, call: CallView, outcome: Outcome) -> None:
+        pass
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        # the retry of the attempt just judged
+        return _SENT if self._judge(call, call.attempt + 1) is None else _THROTTLED
+
+    def refund(self, call: CallView, carried: object) -> None:
+        pass  # a retry let through is counted only once it is sent

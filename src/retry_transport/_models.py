@@ -29,7 +29,9 @@ class StopReason(str, enum.Enum):
     4. ``retry_after_too_long`` / ``deadline``: the wait would be too long.
     5. ``circuit_open``: the origin's circuit breaker is open (also raised as
        ``CircuitOpenError`` before an attempt it refuses).
-    6. ``budget_exhausted``: the client's retry budget has no tokens left (checked last, so
+    6. ``throttled``: the origin's adaptive throttle refused the attempt locally (also
+       raised as ``ThrottledError`` before a first attempt it refuses).
+    7. ``budget_exhausted``: the client's retry budget has no tokens left (checked last, so
        no tokens are spent on a retry that another reason stops).
     """
 
@@ -43,6 +45,7 @@ class StopReason(str, enum.Enum):
     RETRY_AFTER_TOO_LONG = "retry_after_too_long"
     DEADLINE = "deadline"
     CIRCUIT_OPEN = "circuit_open"
+    THROTTLED = "throttled"
     BUDGET_EXHAUSTED = "budget_exhausted"
 
     def __str__(self) -> str:
@@ -125,7 +128,8 @@ class RetryEvent:
             circuit breaker changed state on this request's attempt; with ``breaker_open``,
             ``wait`` is the break in seconds), or ``"hedge"`` (attempt ``attempt`` was sent
             while an earlier one was still in flight, ``wait`` seconds after the previous
-            start).
+            start), or ``"throttled"`` (the origin's ``AdaptiveThrottle`` refused attempt
+            ``attempt`` locally; ``stop_reason`` is ``throttled``).
         method: the request method.
         url: the request URL without userinfo and query string.
         attempt: the number of the attempt that just failed (1 for the first).
@@ -145,7 +149,7 @@ class RetryEvent:
 
     kind: Literal[
         "retry", "give_up", "cooldown", "breaker_open", "breaker_half_open", "breaker_close",
-        "hedge",
+        "hedge", "throttled",
     ]
     method: str
     url: str
@@ -174,6 +178,9 @@ class RetryStats:
         retry_rate: ``retries / requests`` (``0.0`` before the first request).
         hedges: hedges sent (with :class:`~retry_transport.Hedging`; not in ``retries``).
         hedge_wins: requests whose response handed over was a hedge's, whatever its status.
+        throttled: attempts the transport's ``AdaptiveThrottle`` refused locally (first
+            attempts, retries and hedges); the requests it ended are in ``gave_up`` under
+            ``throttled``.
     """
 
     requests: int
@@ -183,6 +190,7 @@ class RetryStats:
     retry_rate: float
     hedges: int = 0
     hedge_wins: int = 0
+    throttled: int = 0
 
 
 # -- quick construction ------------------------------------------------------------------------

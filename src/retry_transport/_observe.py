@@ -44,6 +44,7 @@ _IGNORED_MAX: Final = 1024
 _SUCCESS: Final = StopReason.SUCCESS
 _DISABLED: Final = StopReason.DISABLED
 _CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
+_THROTTLED: Final = StopReason.THROTTLED
 
 
 def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
@@ -119,6 +120,20 @@ class Observer:
         if self.hooks:
             emit(RetryEvent("hedge", method, url, attempt, delay, None, None, None), self.hooks)
 
+    def throttled(self, request: Request, attempt: int, extra: Sequence[RetryHook]) -> None:
+        """Attempt ``attempt`` was refused by the origin's throttle: a ``throttled`` event
+        for the transport's hooks and the throttle's own (``extra``). Its log line is the
+        give-up's (one WARNING per origin, then a summary per interval), or none for a
+        hedge that was not sent."""
+        if not self.hooks and not extra:
+            return
+        event = RetryEvent("throttled", request.method, redact_url(request.url), attempt, 0.0,
+                           None, None, _THROTTLED)
+        if self.hooks:
+            emit(event, self.hooks)
+        if extra:
+            emit(event, extra)
+
     def _tell(self, kind: Literal["retry", "cooldown"], request: Request, attempt: int,
               wait: float, status: int | None, error: str | None, signal: str | None,
               message: str, *details: object) -> None:
@@ -147,7 +162,9 @@ class Observer:
         last = info.history[-1] if info.history else None
         outcome: object = (last.status or last.error) if last is not None else "no attempt"
         why = reason.value if detail is None else f"{reason.value}: {detail}"
-        if info.retries > 0:
+        if reason is _THROTTLED:
+            level = logging.WARNING  # the throttle sheds load: never a line per refusal
+        elif info.retries > 0:
             level = logging.ERROR
         elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):
             level = logging.DEBUG  # refused by an open breaker: its transition was logged

@@ -26,6 +26,7 @@ from ._hedging import Hedging
 from ._observe import RetryHook
 from ._policy import _TOKEN, FIELDS, Jitter, RetryPolicy, did_you_mean
 from ._store import MemoryStore
+from ._throttle import AdaptiveThrottle
 from ._validate import (
     ATTEMPT_HEADER_REFUSED,
     check_attempt_header,
@@ -200,6 +201,10 @@ class Settings:
     breaker: CircuitBreaker | None = option(
         None, _instance("breaker", CircuitBreaker, "a CircuitBreaker"),
         "a `CircuitBreaker`, shareable between transports")
+    throttle: AdaptiveThrottle | None = option(
+        None, _instance("throttle", AdaptiveThrottle, "an AdaptiveThrottle"),
+        "an `AdaptiveThrottle`, shareable between transports: refuses attempts locally while "
+        "an origin turns most away")
     hedging: Hedging | None = option(
         None, _instance("hedging", Hedging, "a Hedging"),
         "a `Hedging`: another copy of a slow request, whichever answers first wins")

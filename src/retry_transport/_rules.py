@@ -19,9 +19,9 @@ them as data, and the docs that list them are tested against it:
    the reset of an exhausted rate-limit quota) above ``max_retry_after``
    (``retry_after_too_long``), or a wait ending past the deadline (``deadline``).
 5. A guard vetoes the retry, in the order of its stop reason: the origin's circuit breaker
-   is open (``circuit_open``); the retry budget cannot pay for the retry
-   (``budget_exhausted``), asked last so that no tokens are spent on a retry another rule
-   stops.
+   is open (``circuit_open``); the origin's adaptive throttle refuses it (``throttled``);
+   the retry budget cannot pay for the retry (``budget_exhausted``), asked last so that no
+   tokens are spent on a retry another rule stops.
 
 Before an attempt, the guards may also refuse it outright (an open breaker raises
 ``CircuitOpenError``; a cooldown longer than the request may wait raises ``CooldownError``
@@ -84,6 +84,7 @@ RULES: Final = (
     Rule(4, StopReason.RETRY_AFTER_TOO_LONG, "the server's time is over max_retry_after"),
     Rule(4, StopReason.DEADLINE, "the wait would end past the deadline"),
     Rule(5, StopReason.CIRCUIT_OPEN, "the origin's circuit breaker is open"),
+    Rule(5, StopReason.THROTTLED, "the origin's adaptive throttle refuses the attempt"),
     Rule(5, StopReason.BUDGET_EXHAUSTED, "the retry budget cannot pay for the retry"),
 )
 ORDER: Final = tuple(rule.reason for rule in RULES)

@@ -12,13 +12,14 @@ from typing import Final
 import httpx
 
 from ._drivers import AsyncRetry, SyncRetry
-from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded
+from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
 from ._flavour import Flavour
 
 __all__ = ["HTTPX", "AsyncRetryTransport", "RetryTransport"]
 
 #: What the core and the drivers need from httpx.
-HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError, DeadlineExceeded)
+HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError, DeadlineExceeded,
+                          ThrottledError)
 
 
 class RetryTransport(SyncRetry[httpx.BaseTransport], httpx.BaseTransport):

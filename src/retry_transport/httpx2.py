@@ -27,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from . import (
     DEFAULT_RETRY_METHODS,
     DEFAULT_RETRY_STATUSES,
+    AdaptiveThrottle,
     Attempt,
     CircuitBreaker,
     Hedging,
@@ -52,12 +53,14 @@ from ._errors import (
     CircuitOpenErrorBase as _CircuitOpenErrorBase,
     CooldownErrorBase as _CooldownErrorBase,
     DeadlineExceededBase as _DeadlineExceededBase,
+    ThrottledErrorBase as _ThrottledErrorBase,
 )
 from ._flavour import Flavour as _Flavour
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
     "DEFAULT_RETRY_STATUSES",
+    "AdaptiveThrottle",
     "AsyncRetryTransport",
     "Attempt",
     "CircuitBreaker",
@@ -77,6 +80,7 @@ __all__ = [
     "RetryStats",
     "RetryTransport",
     "StopReason",
+    "ThrottledError",
     "deadline",
     "parse_http_date",
     "parse_retry_after",
@@ -120,8 +124,20 @@ class DeadlineExceeded(_DeadlineExceededBase, _httpx2.TimeoutException):
     """
 
 
+class ThrottledError(_ThrottledErrorBase, _httpx2.TransportError):
+    """The origin's ``AdaptiveThrottle`` refused the request's first attempt locally:
+    nothing was sent. ``retry_info(error)`` says stop reason ``throttled``. It subclasses
+    ``httpx2.TransportError``.
+
+    Attributes:
+        origin: the origin, as ``scheme://host:port``.
+        probability: the probability the attempt was refused with, in (0, 1].
+    """
+
+
 #: What the core and the drivers need from httpx2.
-_HTTPX2 = _Flavour.of(_httpx2, CooldownError, CircuitOpenError, DeadlineExceeded)
+_HTTPX2 = _Flavour.of(_httpx2, CooldownError, CircuitOpenError, DeadlineExceeded,
+                      ThrottledError)
 
 
 class RetryTransport(_SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):
@@ -146,8 +162,8 @@ class AsyncRetryTransport(_AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.Async
 
 
 
-_PUBLIC = {"CooldownError", "CircuitOpenError", "DeadlineExceeded", "RetryTransport",
-           "AsyncRetryTransport"}
+_PUBLIC = {"CooldownError", "CircuitOpenError", "DeadlineExceeded", "ThrottledError",
+           "RetryTransport", "AsyncRetryTransport"}
 for _name in _PUBLIC:
     globals()[_name].__module__ = __name__
 del _name

@@ -47,6 +47,9 @@ class TestingLog:
         breakers: ``"on"`` (circuit breakers work as usual), ``"off"`` (they let every
             request through and count nothing), or ``"open"`` (every breaker refuses every
             request with ``CircuitOpenError``: the way to test a fallback path).
+        throttles: ``"on"`` (adaptive throttles work as usual), ``"off"`` (they refuse
+            nothing; outcomes are still counted), or a probability in [0, 1] that every
+            attempt is refused with (1.0: all of them, with ``ThrottledError``).
     """
 
     __test__ = False  # not a test class, whatever pytest thinks of the name
@@ -55,6 +58,7 @@ class TestingLog:
     cap: bool
     rng: random.Random
     breakers: Literal["on", "off", "open"] = "on"
+    throttles: Literal["on", "off"] | float = "on"
     waits: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -94,6 +98,7 @@ def retry_testing(
     cap: bool = False,
     seed: int = 0,
     breakers: Literal["on", "off", "open"] = "on",
+    throttles: Literal["on", "off"] | float = "on",
 ) -> Iterator[TestingLog]:
     """Turn testing mode on for every retry transport until the block ends.
 
@@ -105,6 +110,9 @@ def retry_testing(
         breakers: ``"on"`` (default: circuit breakers as usual), ``"off"`` (no breaker
             refuses or counts anything), ``"open"`` (every breaker refuses every request,
             to test fallback paths).
+        throttles: ``"on"`` (default: adaptive throttles as usual), ``"off"`` (no throttle
+            refuses anything), or a probability in [0, 1] for every throttle's refusals
+            (1.0 refuses every attempt, to test what a caller does with ``ThrottledError``).
 
     Yields:
         The :class:`TestingLog` that collects the waits. Blocks nest, and may be closed in any
@@ -117,7 +125,14 @@ def retry_testing(
         raise ValueError(f"attempts must be an integer >= 1 or None, got {attempts!r}")
     if breakers not in ("on", "off", "open"):
         raise ValueError(f"breakers must be 'on', 'off' or 'open', got {breakers!r}")
-    log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed), breakers=breakers)
+    if throttles not in ("on", "off") and (
+        isinstance(throttles, bool) or not isinstance(throttles, (int, float))
+        or not 0.0 <= throttles <= 1.0
+    ):
+        raise ValueError(f"throttles must be 'on', 'off' or a probability in [0, 1], "
+                         f"got {throttles!r}")
+    log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed), breakers=breakers,
+                     throttles=throttles if isinstance(throttles, str) else float(throttles))
     with _lock:
         _open.append(log)
         active = log
