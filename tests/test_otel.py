@@ -223,6 +223,23 @@ async def test_each_async_hedge_is_its_own_attempt_span(telemetry: Telemetry) ->
     hedge_spans(telemetry)
 
 
+def test_metrics_hook_counts_throttled_attempts(telemetry: Telemetry) -> None:
+    from retry_transport.testing import retry_testing
+
+    throttle = rt.AdaptiveThrottle()
+    for _ in range(50):
+        throttle.record("https://api.example.com:443", False)
+    meter = telemetry.meter_provider.get_meter("test")
+    transport = rt.RetryTransport(httpx.MockTransport(statuses(200)), throttle=throttle,
+                                  hooks=[rt_otel.metrics_hook(meter)])
+    with httpx.Client(transport=transport) as client, \
+            retry_testing(throttles=1.0):
+        for _ in range(3):
+            with pytest.raises(rt.ThrottledError):
+                client.get(URL)
+    assert telemetry.total("retry_transport.throttled") == 3 == transport.stats.throttled
+
+
 def test_instrument_twice_wraps_once(telemetry: Telemetry) -> None:
     transport = rt.RetryTransport(httpx.MockTransport(statuses(503, 503, 200)),
                                   sleep=lambda s: None)

@@ -206,7 +206,9 @@ def metrics_hook(meter: Meter) -> Callable[[RetryEvent], None]:
       ``retry.stop_reason``;
     * ``retry_transport.breaker.transitions``: circuit breaker state changes, also with
       ``retry_transport.breaker.state`` (``open``, ``half_open`` or ``closed``);
-    * ``retry_transport.hedges``: hedges sent (``kind="hedge"``).
+    * ``retry_transport.hedges``: hedges sent (``kind="hedge"``);
+    * ``retry_transport.throttled``: attempts an ``AdaptiveThrottle`` refused locally
+      (``kind="throttled"``).
 
     Cooldown waits are not counted. Give one transport's hook, or the breaker's, not both:
     a breaker tells its transport's hooks too.
@@ -228,6 +230,10 @@ def metrics_hook(meter: Meter) -> Callable[[RetryEvent], None]:
         "retry_transport.hedges", unit="{attempt}",
         description="Hedges sent: attempts started while an earlier one was in flight.",
     )
+    throttled = meter.create_counter(
+        "retry_transport.throttled", unit="{attempt}",
+        description="Attempts an adaptive throttle refused before they were sent.",
+    )
     states = {"breaker_open": "open", "breaker_half_open": "half_open",
               "breaker_close": "closed"}
 
@@ -241,6 +247,8 @@ def metrics_hook(meter: Meter) -> Callable[[RetryEvent], None]:
             counter = transitions
         elif kind == "hedge":
             counter = hedges
+        elif kind == "throttled":
+            counter = throttled
         else:
             return
         attributes: dict[str, AttributeValue] = {

@@ -1,0 +1,193 @@
+"""An AdaptiveThrottle through the transports: refusals before anything is sent, what is
+counted, the error and the metadata, stats, events and logs, testing mode."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import pytest
+
+import retry_transport
+from tests.flavour import httpx, rt
+from tests.harness import Harness
+
+pytestmark = pytest.mark.usefixtures("flavour")
+
+ORIGIN = "https://api.example.com:443"
+
+
+class Below(random.Random):
+    """Every draw is 0.0: any probability above 0 refuses."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.draws = 0
+
+    def random(self) -> float:
+        self.draws += 1
+        return 0.0
+
+
+def loaded(harness: Harness, requests: int, accepts: int, **kwargs: Any) -> Any:
+    """A throttle whose origin has ``requests`` outcomes, ``accepts`` of them accepted."""
+    throttle = rt.AdaptiveThrottle(rng=Below(), clock=harness.clock, **kwargs)
+    for n in range(requests):
+        throttle.record(ORIGIN, n < accepts)
+    return throttle
+
+
+def answering(*statuses: int) -> tuple[Any, list[Any]]:
+    seen: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(statuses[min(len(seen), len(statuses)) - 1])
+
+    return handler, seen
+
+
+def test_a_refused_first_attempt_sends_nothing(harness: Harness) -> None:
+    events: list[Any] = []
+    own: list[Any] = []
+    throttle = rt.AdaptiveThrottle(rng=Below(), clock=harness.clock, hooks=own.append)
+    for n in range(100):
+        throttle.record(ORIGIN, n < 20)
+    handler, seen = answering(200)
+    budget = rt.RetryBudget()
+    tokens = budget.tokens
+    transport = harness.transport(handler, throttle=throttle, hooks=events.append,
+                                  budget=budget)
+    with pytest.raises(rt.ThrottledError) as caught:
+        harness.send(transport)
+    error = caught.value
+    assert seen == []
+    assert isinstance(error, httpx.TransportError)
+    assert error.origin == ORIGIN
+    assert error.probability == 60 / 101
+    info = rt.retry_info(error)
+    assert info is not None
+    assert (info.attempts, info.stop_reason) == (0, rt.StopReason.THROTTLED)
+    assert throttle.counts(ORIGIN) == (101, 20)  # the refusal counts as a request
+    assert transport.stats.throttled == 1
+    assert transport.stats.gave_up == {rt.StopReason.THROTTLED: 1}
+    assert budget.tokens == tokens  # no token spent
+    for received in (events, own):
+        throttled = [e for e in received if e.kind == "throttled"]
+        assert [(e.attempt, e.stop_reason) for e in throttled] == [
+            (1, rt.StopReason.THROTTLED)]
+
+
+def test_nothing_is_refused_while_accepts_keep_up(harness: Harness) -> None:
+    throttle = loaded(harness, 40, 20)  # exactly k * accepts: probability 0
+    handler, seen = answering(200)
+    transport = harness.transport(handler, throttle=throttle)
+    harness.send(transport)
+    assert len(seen) == 1
+    assert throttle.rng.draws == 0  # type: ignore[attr-defined]
+    assert throttle.counts(ORIGIN) == (41, 21)
+
+
+def test_a_refused_retry_returns_the_last_response(harness: Harness) -> None:
+    throttle = loaded(harness, 40, 20)  # the first goes; its 503 tips the balance
+    handler, seen = answering(503, 200)
+    budget = rt.RetryBudget()
+    tokens = budget.tokens
+    transport = harness.transport(handler, throttle=throttle, budget=budget)
+    response = harness.send(transport)
+    assert response.status_code == 503
+    assert len(seen) == 1
+    info = rt.retry_info(response)
+    assert (info.attempts, info.stop_reason) == (1, rt.StopReason.THROTTLED)
+    assert budget.tokens == tokens  # judged before the budget was asked
+    assert harness.waits == []  # nobody waited for a retry that was refused
+    assert transport.stats.throttled == 1
+
+
+def test_requests_with_retries_disabled_are_judged_too(harness: Harness) -> None:
+    handler, seen = answering(200)
+    transport = harness.transport(handler, throttle=loaded(harness, 100, 0))
+    with pytest.raises(rt.ThrottledError):
+        harness.send(transport, extensions={"retry": False})
+    assert seen == []
+
+
+@pytest.mark.parametrize(("status", "accepted"), [(200, True), (404, True), (500, True),
+                                                  (429, False), (503, False)])
+def test_what_an_answer_counts(harness: Harness, status: int, accepted: bool) -> None:
+    throttle = rt.AdaptiveThrottle(clock=harness.clock)
+    handler, _ = answering(status)
+    harness.send(harness.transport(handler, throttle=throttle, max_attempts=1))
+    assert throttle.counts(ORIGIN) == (1, int(accepted))
+
+
+def test_a_transient_error_is_a_request_without_accept(harness: Harness) -> None:
+    throttle = rt.AdaptiveThrottle(clock=harness.clock)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    with pytest.raises(httpx.ConnectError):
+        harness.send(harness.transport(handler, throttle=throttle, max_attempts=2,
+                                       jitter="none"))
+    assert throttle.counts(ORIGIN) == (2, 0)
+
+
+def test_a_shared_throttle_counts_every_transport(harness: Harness) -> None:
+    throttle = rt.AdaptiveThrottle(clock=harness.clock)
+    handler, _ = answering(200)
+    for _ in range(2):
+        harness.send(harness.transport(handler, throttle=throttle))
+    assert throttle.counts(ORIGIN) == (2, 2)
+    assert throttle.probability(ORIGIN) == 0.0
+
+
+def test_testing_mode_turns_throttles_off_or_forces_them(harness: Harness) -> None:
+    handler, seen = answering(200)
+    transport = harness.transport(handler, throttle=loaded(harness, 100, 0))
+    with retry_transport.testing.retry_testing(throttles="off"):
+        harness.send(transport)
+    assert len(seen) == 1
+    calm = harness.transport(handler, throttle=rt.AdaptiveThrottle(clock=harness.clock))
+    with retry_transport.testing.retry_testing(throttles=1.0), \
+            pytest.raises(rt.ThrottledError) as caught:
+        harness.send(calm)
+    assert caught.value.probability == 1.0
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("bad", ["sometimes", -0.1, 1.5, True])
+def test_testing_mode_checks_throttles(bad: Any) -> None:
+    with pytest.raises(ValueError, match="throttles"), \
+            retry_transport.testing.retry_testing(throttles=bad):
+        pass
+
+
+def test_refusals_are_logged_once_per_origin(harness: Harness,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    handler, _ = answering(200)
+    transport = harness.transport(handler, throttle=loaded(harness, 100, 0))
+    with caplog.at_level(logging.DEBUG, logger="retry_transport"):
+        for _ in range(5):
+            with pytest.raises(rt.ThrottledError):
+                harness.send(transport)
+    lines = [r for r in caplog.records if "throttled" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert lines[0].levelno == logging.WARNING
+    assert transport.stats.throttled == 5
+
+
+def test_the_throttle_must_be_one() -> None:
+    with pytest.raises(ValueError, match="throttle"):
+        rt.RetryTransport(throttle=object())  # type: ignore[arg-type]
+
+
+def test_the_error_pickles() -> None:
+    import pickle
+
+    request = httpx.Request("GET", "https://api.example.com/")
+    error = rt.ThrottledError("refused", origin=ORIGIN, probability=0.5, request=request)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.origin, copy.probability, str(copy)) == (
+        rt.ThrottledError, ORIGIN, 0.5, "refused")
