@@ -18,8 +18,8 @@ from retry_transport._guards import FIRST, Guard, Refusal
 from retry_transport._options import Settings
 from retry_transport._plain import plain_final, plain_first
 from retry_transport._policy import RetryPolicy
-from retry_transport._throttle import AdaptiveThrottle
 from retry_transport._rules import ORDER, Outcome
+from retry_transport._throttle import AdaptiveThrottle
 from retry_transport._transports import HTTPX
 
 
