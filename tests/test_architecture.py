@@ -101,6 +101,7 @@ ALLOWED = {
     "_latency": {"_fork", "_validate"},
     "_hedging": {"_latency"},
     "_bodies": {"_core", "_flavour"},
+    "_hedge_loops": {"_flavour", "_fork", "_hedged_call"},
     "_plain": {"testing", "_controller", "_deadlines", "_flavour", "_http", "_rules"},
     "_timeleft": {"_controller", "_http", "_models"},
     "_core": {"testing", "_controller", "_deadlines", "_timeleft", "_flavour", "_guards",

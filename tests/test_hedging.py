@@ -287,18 +287,25 @@ def test_the_latency_is_recorded_and_the_percentile_delay_takes_over() -> None:
 
 
 def test_every_transport_records_latency_per_origin(harness: Harness) -> None:
+    """A random eighth of the attempts without hedging; every attempt with it."""
     def handler(request: httpx.Request) -> httpx.Response:
         harness.clock.now += 0.25
         return httpx.Response(200)
 
     transport = harness.transport(handler)
-    for _ in range(3):
+    hedging = harness.transport(handler, hedging=rt.Hedging(60.0))
+    for _ in range(400):
         harness.send(transport)
+    for _ in range(20):
+        harness.send(hedging)
     summary = transport.latency(URL)
-    assert summary is not None and summary.count == 3
+    assert summary is not None and 25 <= summary.count <= 80  # about 400 / 8
     assert summary.p50 == pytest.approx(0.25, rel=0.05)
+    assert summary.p999 == pytest.approx(0.25, rel=0.05)
     assert transport.latency("https://api.example.com:443") == summary
     assert transport.latency("https://elsewhere.example") is None
+    every = hedging.latency(URL)
+    assert every is not None and every.count == 20
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [

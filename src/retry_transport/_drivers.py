@@ -308,6 +308,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         call = None if plain_first(controller, request) else self._call(request)
         stream = request.stream
         lap = self._lap
+        sample, rate = controller.sample, controller.latency_rate
         try:
             wait = None if call is None else call.wait
             hedged = call if isinstance(call, HedgedCall) and call.hedged else None
@@ -325,10 +326,11 @@ class SyncRetry(_Common, Generic[_Sync]):
                     continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
-                    start = lap()
+                    start = lap() if sample() < rate else None
                     response = transport.handle_request(attempt)
-                    end = lap()
-                    self._record(origin_of(request.url), end - start, end)
+                    if start is not None:
+                        end = lap()
+                        self._record(origin_of(request.url), end - start, end)
                 except Exception as exc:
                     if call is None:
                         call = RetryCall(controller, request, plain=True, stream=stream)
@@ -457,6 +459,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         call = None if plain_first(controller, request) else self._call(request)
         stream = request.stream
         lap = self._lap
+        sample, rate = controller.sample, controller.latency_rate
         try:
             wait = None if call is None else call.wait
             hedged = call if isinstance(call, HedgedCall) and call.hedged else None
@@ -473,10 +476,11 @@ class AsyncRetry(_Common, Generic[_Async]):
                     continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
-                    start = lap()
+                    start = lap() if sample() < rate else None
                     response = await transport.handle_async_request(attempt)
-                    end = lap()
-                    self._record(origin_of(request.url), end - start, end)
+                    if start is not None:
+                        end = lap()
+                        self._record(origin_of(request.url), end - start, end)
                 except Exception as exc:
                     if call is None:
                         call = RetryCall(controller, request, plain=True, stream=stream)

@@ -25,6 +25,7 @@ from typing import Any, Final
 import anyio
 
 from ._flavour import Flavour, Response
+from ._fork import track
 from ._hedged_call import HedgedCall, Slot
 
 __all__ = ["HEDGE_WORKERS", "Workers", "async_try", "sync_try"]
@@ -39,17 +40,16 @@ Ended = tuple[Response | None, float | None]
 
 class Workers:
     """A sync transport's worker threads for hedged attempts, started when first needed;
-    :meth:`close` waits for the attempts still running and stops them."""
+    :meth:`close` waits for the attempts still running and stops them (a transport used
+    again after it, as httpx's own transports may be, starts new ones)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self._closed = False
+        track(self)  # a forked child has none of the threads: it starts its own
 
     def submit(self, fn: Callable[[Slot], None], slot: Slot) -> None:
         with self._lock:
-            if self._closed:
-                raise RuntimeError("the transport is closed")
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(HEDGE_WORKERS,
                                                 thread_name_prefix="retry-transport-hedge")
@@ -59,7 +59,6 @@ class Workers:
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
-            self._closed = True
         if pool is not None:
             pool.shutdown(wait=True)
 
