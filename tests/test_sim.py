@@ -6,7 +6,8 @@ under a second; the long outage with a breaker at 100 requests/s a second or two
 is run once (a module fixture) for the tests of its shape and of its median, spread over every
 core by the simulator's worker processes.
 The command's rate-limited, fleet and outage rows, which several tests compare against, are
-run once too (the results are frozen).
+run once too (the results are frozen), and so are its three tail-at-scale runs (10,000
+requests each, about 6 s of CPU in all, over every core); the other command tests skip them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from retry_transport import CircuitBreaker, RetryBudget, RetryPolicy
+from retry_transport import CircuitBreaker, Hedging, RetryBudget, RetryPolicy
 from retry_transport.sim import (
     LONG_OUTAGE,
     REPRESENTATIVE_PATTERN,
@@ -48,7 +49,8 @@ from retry_transport.sim import (
 )
 from retry_transport.sim.__main__ import main
 from retry_transport.sim._chain import DEADLINE_HEADER, _granted_ms, run_chain
-from retry_transport.sim._results import ChainResult
+from retry_transport.sim._results import ChainResult, TailResult
+from retry_transport.sim._tail import TAIL_HEDGING, run_tail
 
 STEP1, STEP2, STEP3, STEP4 = STEPS
 
@@ -572,6 +574,7 @@ def test_fleet_rejects_a_bad_scenario() -> None:
 
 def test_command_prints_the_storm_table(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--runs", "40", "--compare-runs", "20", "--workers", "1", "--no-outage", "--no-fleet"]
+    args.append("--no-tail")
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("The retry-storm table, measured")
@@ -594,6 +597,7 @@ def test_command_prints_the_rate_limit_table(
     capsys: pytest.CaptureFixture[str], rate_limited: dict[bool, RateLimitResult]
 ) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage", "--no-fleet"]
+    args.append("--no-tail")
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "Rate-limited API: 3 callers" in out and "3x the quota" in out
@@ -616,7 +620,7 @@ def test_command_prints_the_rate_limit_table(
 def test_command_prints_the_fleet_table(
     capsys: pytest.CaptureFixture[str], fleet: dict[bool, FleetResult]
 ) -> None:
-    args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
+    args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage", "--no-tail"]
     assert main([*args, "--no-rate-limit"]) == 0
     out = capsys.readouterr().out
     assert "A fleet sharing cooldowns: 8 workers" in out and "16x the quota" in out
@@ -662,7 +666,7 @@ def test_command_prints_the_outage_table(
 
     monkeypatch.setattr(command, "LONG_OUTAGE", SMALL_OUTAGE)  # the table's form, faster
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-rate-limit"]
-    args.append("--no-fleet")
+    args += ["--no-fleet", "--no-tail"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "Sustained outage: Poisson arrivals, 20 requests/s for 60 s" in out
@@ -702,7 +706,7 @@ class _Terminal(io.StringIO):
 
 
 _PROGRESS_ARGS = ["--runs", "25", "--compare-runs", "5", "--no-outage", "--no-rate-limit"]
-_PROGRESS_ARGS += ["--no-fleet", "--no-deadline"]
+_PROGRESS_ARGS += ["--no-fleet", "--no-deadline", "--no-tail"]
 
 
 @pytest.fixture
@@ -996,7 +1000,7 @@ def test_command_prints_the_deadline_table(
     capsys: pytest.CaptureFixture[str], chains: dict[bool, ChainResult]
 ) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
-    args += ["--no-rate-limit", "--no-fleet"]
+    args += ["--no-rate-limit", "--no-fleet", "--no-tail"]
     assert main(args) == 0
     out = capsys.readouterr().out
     intro = " ".join(out[out.index("Deadline propagation:") :].split())
@@ -1024,3 +1028,150 @@ def test_command_prints_the_deadline_table(
     assert f"instead of {alone.after_give_up():,} (" in intro
     assert main([*args, "--no-deadline"]) == 0
     assert "Deadline propagation" not in capsys.readouterr().out
+
+
+# -- the tail at scale: hedged requests against a heavy latency tail ---------------------------
+
+
+@pytest.fixture(scope="module")
+def tails() -> list[tuple[str, TailResult]]:
+    """The command's three runs (seed 0): no hedging, Hedging(0.05), Hedging("p95"), in its
+    order. Run once, over every core (the command's jobs; the results do not depend on how
+    many workers there are)."""
+    from retry_transport.sim.__main__ import _tail_jobs, _tail_rows
+    from retry_transport.sim._dist import run_jobs
+
+    return _tail_rows(run_jobs(_tail_jobs(), progress=False))
+
+
+def test_hedging_cuts_the_tail_for_a_few_more_attempts(
+    tails: list[tuple[str, TailResult]],
+) -> None:
+    """1% of calls take 1 s: without hedging they are the p99.9. A hedge after 50 ms or
+    after the measured p95 (about 16 ms) is an independent call, fast 99 times in 100, so
+    the p99.9 falls more than tenfold for under 10% more attempts, and the p50 stays."""
+    (_, plain), (_, fixed), (_, p95) = tails
+    assert plain.requests == fixed.requests == p95.requests == 10_000
+    assert plain.p999 == pytest.approx(1.0) and plain.attempts == (1,) * 10_000
+    assert (plain.hedged, plain.calls, plain.cancelled, plain.delays) == (0, 10_000, 0, None)
+    assert 0.009 <= plain.p50 <= 0.011
+    for hedged in (fixed, p95):
+        assert plain.p999 / hedged.p999 >= 10
+        assert hedged.attempts_per_request <= 1.1 * plain.attempts_per_request
+        assert hedged.p50 == plain.p50  # the same calls: a fast first call is never hedged
+        assert hedged.longest <= plain.longest
+        # Each hedged try has two calls: the service saw them all, and one was cancelled.
+        assert sum(hedged.attempts) == hedged.calls == hedged.requests + hedged.hedged
+        assert hedged.cancelled == hedged.hedged
+        assert 0 < hedged.hedge_wins <= hedged.hedged
+        assert (hedged.budget_refused, hedged.budgeted) == (0, True)
+        assert hedged.budget_lowest is not None and hedged.budget_lowest > 400
+    assert p95.p999 < fixed.p999 < 0.1
+    # Every call that is not slow takes under 50 ms, so Hedging(0.05) hedges exactly the
+    # requests whose first call was slow (the same calls as without hedging), and its hedge
+    # loses only when it is slow too: the first one answers at 1 s, before it.
+    assert fixed.delays == (0.05, 0.05)
+    assert fixed.hedged == sum(t > 0.05 for t in plain.latencies)
+    assert fixed.hedged - fixed.hedge_wins == sum(t >= 1.0 for t in fixed.latencies)
+    # "p95": the delay read from the latency the transport measured (within its 5%), about
+    # 16 ms after the warm-up, so a few percent of the requests hedge.
+    assert p95.delays is not None and p95.measured_p95 is not None
+    assert p95.delays[0] == pytest.approx(p95.measured_p95, rel=0.05)
+    assert 0.012 <= p95.delays[0] <= p95.delays[1] <= 0.02
+    assert 0.02 <= p95.hedged_share <= 0.08
+    # A cancelled loser frees the service: each slow call that lost ran ~60 ms, not 1 s.
+    assert plain.service_time - fixed.service_time > 0.85 * fixed.hedge_wins
+    assert p95.service_time_per_request < plain.service_time_per_request
+
+
+def test_a_hedge_is_an_independent_call_that_the_service_stops_when_cancelled() -> None:
+    """Every call slow: a hedge does not help (its own draw is slow too), and the loser is
+    cancelled at the winner's answer, so the service spends no more than the request's
+    latency on it."""
+    result = run_tail(Hedging(0.05), requests=50, warmup=0, slow_share=1.0)
+    assert result.latencies == pytest.approx((1.0,) * 50)
+    assert result.hedged == result.cancelled == 50 and result.hedge_wins == 0
+    assert result.service_time == pytest.approx(50 * (1.0 + 0.95))
+
+
+def test_the_budget_refuses_hedges_it_cannot_pay_for() -> None:
+    """A hedge after 1 ms goes with every request and mostly loses (5 tokens each, 1 back
+    per success): the default budget runs dry, refuses hedges, and the summary says the
+    result is distorted. budget=False: no budget to run dry."""
+    from retry_transport.sim.__main__ import _tail_summary
+
+    starved = run_tail(Hedging(0.001), requests=400, warmup=0)
+    assert starved.budget_refused > 0
+    assert starved.budget_lowest is not None and starved.budget_lowest < 5
+    assert starved.hedged < 400
+    free = run_tail(Hedging(0.001), requests=400, warmup=0, budget=False)
+    assert (free.budget_lowest, free.budget_refused, free.hedged) == (None, 0, 400)
+    plain = run_tail(None, requests=400, warmup=0)
+    summary = " ".join(_tail_summary([("none", plain), ("Hedging(0.001)", starved)]).split())
+    assert f"refused {starved.budget_refused:,} hedges with Hedging(0.001)" in summary
+    assert "it distorts the result" in summary
+
+
+def test_tail_is_reproducible() -> None:
+    small: dict[str, Any] = {"requests": 300, "warmup": 60, "rate": 500.0, "slow_share": 0.05}
+    for hedging in (None, Hedging(0.05), Hedging("p95")):
+        first = run_tail(hedging, **small)
+        assert first == run_tail(hedging, **small)
+        assert first != run_tail(hedging, **small, seed=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.requests = 0  # type: ignore[misc]
+
+
+def test_tail_rejects_a_bad_scenario() -> None:
+    with pytest.raises(ValueError, match="requests"):
+        run_tail(requests=0)
+    with pytest.raises(ValueError, match="rate"):
+        run_tail(rate=0.0)
+    with pytest.raises(ValueError, match="warmup_time"):
+        run_tail(warmup=10, warmup_time=0.0)
+    with pytest.raises(ValueError, match="slow_share"):
+        run_tail(slow_share=1.5)
+    with pytest.raises(ValueError, match="median"):
+        run_tail(median=0.0)
+
+
+def test_command_prints_the_tail_table(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tails: list[tuple[str, TailResult]],
+) -> None:
+    import retry_transport.sim.__main__ as command
+
+    def cached(hedging: Hedging | None = None, **kwargs: Any) -> TailResult:
+        assert not kwargs  # the command's runs are the defaults
+        return next(r for (_, h), (_, r) in zip(TAIL_HEDGING, tails, strict=True) if h == hedging)
+
+    monkeypatch.setattr(command, "run_tail", cached)  # the fixture's runs: the same, faster
+    args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
+    args += ["--no-rate-limit", "--no-fleet", "--no-deadline"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    text = " ".join(out[out.index("The tail at scale") :].split())
+    assert text.startswith("The tail at scale (Dean and Barroso, 2013): one client sends "
+                           "10,000 GETs at a steady 1,000 requests/s")
+    assert "1 s with probability 1%, else lognormal, median 10 ms" in text
+    assert "the default RetryBudget()" in text
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("hedging  "))
+    for line, (label, result) in zip(lines[header + 1 : header + 4], tails, strict=True):
+        assert line.startswith(label + "  ")
+        cells = line[len(label) :].split()
+        assert cells[:8] == [
+            f"{result.p50 * 1000:,.1f}", "ms", f"{result.p99 * 1000:,.1f}", "ms",
+            f"{result.p999 * 1000:,.1f}", "ms", f"{result.longest * 1000:,.1f}", "ms",
+        ]
+        assert cells[8] == f"{result.attempts_per_request:.4f}"
+        assert f"{result.budget_lowest:.0f} tokens, 0 refused" in line
+    (_, plain), *hedged = tails
+    for label, result in hedged:
+        ratio = plain.p999 / result.p999
+        more = 100 * (result.attempts_per_request - 1)
+        assert f"{label}: {ratio:.1f}x for +{more:.1f}%, met" in text
+    assert "NOT met" not in text and "never refused a hedge" in text
+    assert main([*args, "--no-tail"]) == 0
+    assert "The tail at scale" not in capsys.readouterr().out

@@ -6,7 +6,9 @@ retry budget nor a circuit breaker, with the budget, and with both, callers agai
 rate-limited API with and without pacing by its rate-limit headers, a fleet of workers
 against a rate-limited API with and without a store sharing their cooldowns, and a chain of
 retrying services over one that is down, with and without the users' deadline propagated
-down it. With policy options it runs that policy instead.
+down it, and a steady stream of requests to a service with a heavy latency tail, without
+hedged requests, with a fixed hedging delay and with one read from the latency's 95th
+percentile. With policy options it runs that policy instead.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, cast, get_args
 
-from retry_transport import CircuitBreaker, Jitter, RetryBudget, RetryPolicy
+from retry_transport import CircuitBreaker, Hedging, Jitter, RetryBudget, RetryPolicy
 
 from ._chain import DEADLINE_HEADER, run_chain
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
@@ -30,6 +32,7 @@ from ._ratelimit import run_rate_limited
 from ._report import (
     chain_table,
     describe_policy,
+    in_ms,
     outage_summary,
     outage_table,
     rate_limit_table,
@@ -37,6 +40,7 @@ from ._report import (
     seed_table,
     stats_lines,
     stats_table,
+    tail_table,
     wrap,
 )
 from ._results import (
@@ -46,9 +50,11 @@ from ._results import (
     RateLimitResult,
     StormResult,
     StormStats,
+    TailResult,
 )
 from ._steps import COMPARISONS, REPRESENTATIVE_SEED, STEPS
 from ._storm import StormSpec, run_storms
+from ._tail import TAIL_HEDGING, run_tail
 
 _POLICY_OPTIONS = ("max_attempts", "jitter", "base_delay", "max_delay")
 _SCENARIO_OPTIONS = ("clients", "capacity", "call_time", "duration", "budget")
@@ -61,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
             "Simulate the classic retry storm (six clients, a four-call service) with the real "
             "AsyncRetryTransport in virtual time. Without policy options: the storm's table, "
             "measured, then jitters, library defaults, a sustained outage, a rate-limited API, "
-            "a fleet sharing cooldowns and deadline propagation compared. "
+            "a fleet sharing cooldowns, deadline propagation and hedged requests compared. "
             "With any policy or scenario option: that policy alone (unset policy fields "
             "take RetryPolicy() defaults)."
         ),
@@ -106,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         help="skip the deadline propagation scenario (users calling a chain of three "
         "retrying services over one that is down, with and without their deadline sent "
         "down the chain)",
+    )
+    parser.add_argument(
+        "--no-tail",
+        action="store_true",
+        help="skip the tail-at-scale scenario (10,000 requests to a service with a heavy "
+        "latency tail, without hedging, with Hedging(0.05) and with Hedging(\"p95\"))",
     )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
@@ -403,6 +415,117 @@ def _chain_rows(results: Sequence[Any]) -> list[tuple[str, ChainResult]]:
     return [("timeouts only", alone), ("propagated", carried)]
 
 
+def _tail_intro(result: TailResult) -> str:
+    budget = "the default RetryBudget()" if result.budgeted else "budget=None"
+    low, high = (result.median * math.exp(sign * 1.96 * result.spread) for sign in (-1, 1))
+    warmup = result.warmup
+    text = (
+        f"The tail at scale (Dean and Barroso, 2013): one client sends {result.requests:,} GETs "
+        f"at a steady {result.rate:,g} requests/s (one every {1000 / result.rate:g} ms, each in "
+        "a task of its own, whatever those before it are doing), "
+        + (
+            f"after {warmup:,} uncounted warm-up requests over {result.warmup_time:g} s that "
+            "fill the transport's latency table (\"p95\" needs "
+            f"{Hedging().min_samples} latencies, and is read again once a second), "
+            if warmup
+            else ""
+        )
+        + f"through one AsyncRetryTransport ({describe_policy(result.policy)}; {budget}). "
+        f"Each call to the service takes a time of its own: {result.slow_time:g} s with "
+        f"probability {100 * result.slow_share:g}%, else lognormal, median "
+        f"{result.median * 1000:g} ms (sigma {result.spread:g}: 95% within "
+        f"{low * 1000:.1f}-{high * 1000:.1f} ms). A hedge's copy is such a call too, and the "
+        "loser, cancelled by the transport, frees the service at once. The three runs meet "
+        f"the same calls (seed {result.seed}). Latency: at the client, from a request's start "
+        "to its response; attempts/request: from retry_info, the cancelled loser included; "
+        "delay: the hedging delay the transport waited (\"p95\" reads it from the latency "
+        "it measured); service time: the seconds the service spent on calls, each until its "
+        "answer or its cancellation; budget: the fewest tokens it held after paying for a "
+        "hedge, and the hedges it could not pay for."
+    )
+    return wrap(text)
+
+
+def _tail_summary(rows: Sequence[tuple[str, TailResult]], factor: float = 10.0,
+                  extra: float = 0.1) -> str:
+    """The hedged rows against the first (no hedging), and the goal: p99.9 at least
+    ``factor`` times lower for at most ``extra`` more attempts per request."""
+    (_, plain), *hedged = rows
+    ratios = [plain.p999 / r.p999 for _, r in hedged]
+    more = [r.attempts_per_request / plain.attempts_per_request - 1 for _, r in hedged]
+    parts = [
+        f"{in_ms(r.p999)} with {label} ({ratio:.0f}x lower), for {100 * m:.1f}% more attempts"
+        for (label, r), ratio, m in zip(hedged, ratios, more, strict=True)
+    ]
+    medians = {in_ms(r.p50) for _, r in rows}
+    text = (
+        f"Hedging: p99.9 {in_ms(plain.p999)} without, " + " and ".join(parts) + "; the p50 "
+        + (f"is {medians.pop()} in each row. " if len(medians) == 1 else
+           "goes " + ", ".join(in_ms(r.p50) for _, r in rows) + ". ")
+    )
+    if plain.slow_share and any(r.longest >= plain.slow_time for _, r in hedged):
+        text += (
+            f"A request whose two calls were both slow (a chance of 1 in "
+            f"{1 / plain.slow_share**2:,.0f}) still takes {plain.slow_time:g} s: the max. "
+        )
+    cut = [(label, r) for label, r in hedged
+           if r.service_time_per_request < plain.service_time_per_request]
+    if cut:
+        text += (
+            "The service spent less time per request with hedging ("
+            + " and ".join(f"{in_ms(r.service_time_per_request)} with {label}" for label, r in cut)
+            + f" instead of {in_ms(plain.service_time_per_request)}): each slow call that lost "
+            "was cancelled after the delay and the hedge's answer instead of running its "
+            f"{plain.slow_time:g} s. "
+        )
+    budgeted = [(label, r) for label, r in hedged if r.budgeted]
+    if budgeted:
+        bucket = RetryBudget()
+        refused = [(label, r) for label, r in budgeted if r.budget_refused]
+        text += (
+            f"The default RetryBudget() ({bucket.capacity:g} tokens, {bucket.retry_cost:g} a "
+            "hedge, put back when it wins, "
+            f"{bucket.success_refund:g} back per success) "
+        )
+        if refused:
+            text += (
+                "refused "
+                + " and ".join(f"{r.budget_refused:,} hedges with {label}" for label, r in refused)
+                + ": it distorts the result (fewer hedges than the delay asks for). "
+            )
+        else:
+            text += (
+                "never refused a hedge (lowest "
+                + " and ".join(f"{r.budget_lowest:.0f} tokens with {label}"
+                               for label, r in budgeted)
+                + "): it does not distort the result. "
+            )
+    verdicts = [
+        f"{label}: {ratio:.1f}x for +{100 * m:.1f}%, "
+        + ("met" if ratio >= factor and m <= extra + 1e-12 else "NOT met")
+        for (label, _), ratio, m in zip(hedged, ratios, more, strict=True)
+    ]
+    text += (
+        f"Goal: p99.9 at least {factor:g}x lower than without hedging, for at most "
+        f"{100 * extra:g}% more attempts: " + "; ".join(verdicts) + "."
+    )
+    return wrap(text, first="  ", indent="  ")
+
+
+def _tail_jobs() -> list[Job]:
+    """The tail-at-scale runs, one job each: hedging costs the driver CPU time per request."""
+    return [
+        Job(call=(run_tail, {"hedging": hedging}), weight=520 if hedging is None else 1250,
+            label=f"tail: {label}")
+        for label, hedging in TAIL_HEDGING
+    ]
+
+
+def _tail_rows(results: Sequence[Any]) -> list[tuple[str, TailResult]]:
+    runs = cast("list[TailResult]", list(results))
+    return [(label, run) for (label, _), run in zip(TAIL_HEDGING, runs, strict=True)]
+
+
 _Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
 
 
@@ -424,6 +547,8 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
         jobs += _fleet_jobs(RetryPolicy())
     if not args.no_deadline:
         jobs += _chain_jobs(RetryPolicy())
+    if not args.no_tail:
+        jobs += _tail_jobs()
     results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
@@ -487,9 +612,16 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     if not args.no_deadline:
         out.append("")
         chain_rows = _chain_rows(results[extra : extra + 2])
+        extra += 2
         out.append(_chain_intro(chain_rows[0][1]))
         out.append(chain_table(chain_rows))
         out.append(_chain_summary(chain_rows))
+    if not args.no_tail:
+        out.append("")
+        tail_rows = _tail_rows(results[extra : extra + len(TAIL_HEDGING)])
+        out.append(_tail_intro(tail_rows[0][1]))
+        out.append(tail_table(tail_rows))
+        out.append(_tail_summary(tail_rows))
     return [(f"step {s.number}", run) for s, run in steps], outage_rows
 
 

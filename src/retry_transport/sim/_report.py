@@ -9,12 +9,20 @@ from collections.abc import Sequence
 
 from retry_transport import CircuitBreaker, RetryPolicy
 
-from ._results import ChainResult, OutageResult, RateLimitResult, StormResult, StormStats
+from ._results import (
+    ChainResult,
+    OutageResult,
+    RateLimitResult,
+    StormResult,
+    StormStats,
+    TailResult,
+)
 from ._steps import UNCAPPED, Step
 
 __all__ = [
     "chain_table",
     "describe_policy",
+    "in_ms",
     "outage_summary",
     "outage_table",
     "rate_limit_table",
@@ -23,6 +31,7 @@ __all__ = [
     "stats_lines",
     "stats_table",
     "table",
+    "tail_table",
     "wrap",
 ]
 
@@ -402,3 +411,59 @@ def chain_table(rows: Sequence[tuple[str, ChainResult]]) -> str:
         f"calls to services {below} after give-up",
     ]
     return table(header, body, right=[2, 3, 4, 5, 6, 7, 8])
+
+
+def in_ms(seconds: float | None) -> str:
+    """Seconds as milliseconds, one decimal: ``"21.1 ms"``."""
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def _delays(r: TailResult) -> str:
+    """The hedging delays the transport waited: one value, a range, or ``-``."""
+    if r.delays is None:
+        return "-"
+    low, high = r.delays
+    if math.isclose(low, high, rel_tol=1e-3):
+        return in_ms(low)
+    return f"{low * 1000:.1f}-{high * 1000:.1f} ms"
+
+
+def tail_table(rows: Sequence[tuple[str, TailResult]]) -> str:
+    """One row per run of the tail-at-scale scenario: the client's latency percentiles,
+    attempts per request, the hedges and what they cost the service and the budget."""
+    body = []
+    for label, r in rows:
+        budget = "-"
+        if r.budgeted:
+            budget = f"{r.budget_lowest:.0f} tokens, {r.budget_refused:,} refused"
+        body.append(
+            [
+                label,
+                in_ms(r.p50),
+                in_ms(r.p99),
+                in_ms(r.p999),
+                in_ms(r.longest),
+                f"{r.attempts_per_request:.4f}",
+                _delays(r),
+                f"{r.hedged:,} ({_share(r.hedged_share)})",
+                f"{r.hedge_wins:,}",
+                in_ms(r.service_time_per_request),
+                budget,
+            ]
+        )
+    header = [
+        "hedging",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "attempts/request",
+        "delay",
+        "hedged",
+        "won by the hedge",
+        "service time/request",
+        "budget: lowest, refused",
+    ]
+    return table(header, body, right=[1, 2, 3, 4, 5, 6, 7, 8, 9])

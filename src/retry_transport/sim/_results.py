@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from retry_transport import RetryPolicy
+from retry_transport import Hedging, RetryPolicy
 
 __all__ = [
     "Call",
@@ -21,6 +21,7 @@ __all__ = [
     "Reply",
     "StormResult",
     "StormStats",
+    "TailResult",
 ]
 
 
@@ -565,3 +566,102 @@ class ChainResult:
     def longest_wait(self) -> float:
         """The longest a user waited, seconds."""
         return max(self.waited, default=math.nan)
+
+
+@dataclass(frozen=True, slots=True)
+class TailResult:
+    """One run of the tail-at-scale scenario: a steady stream of requests to a service
+    whose latency has a heavy tail, hedged or not.
+
+    Everything counts the requests after the warm-up only.
+
+    Attributes:
+        hedging: the transport's ``hedging=``, or ``None``.
+        policy: the transport's retry policy.
+        budgeted: whether the transport had the default ``RetryBudget()``.
+        seed: the run's seed.
+        requests: the requests counted.
+        rate: requests per second.
+        warmup: requests sent before them over ``warmup_time`` seconds, not counted.
+        warmup_time: seconds of warm-up.
+        median: the median latency of a call that is not slow, seconds.
+        spread: the shape (sigma) of that lognormal latency.
+        slow_share: the probability that a call is slow.
+        slow_time: how long a slow call takes, seconds.
+        latencies: per request, in order, seconds from its start to its response.
+        attempts: per request, in order, the attempts its ``retry_info`` counts (a
+            cancelled loser included).
+        hedged: requests that sent a hedge.
+        hedge_wins: requests whose response was a hedge's.
+        calls: calls that reached the service.
+        cancelled: those the transport cancelled (the losers).
+        service_time: the seconds calls spent at the service, each from its arrival to its
+            answer or its cancellation, all together.
+        delays: the lowest and the highest hedging delay the transport waited, seconds
+            (``None``: no hedge).
+        measured_p95: the 95th percentile of the latency the transport measured for the
+            origin at the end of the run (the last minute; ``None``: no latency).
+        budget_lowest: the fewest tokens the budget held after paying for a hedge or a
+            retry, over the whole run (``None`` without a budget).
+        budget_refused: hedges or retries the budget could not pay for, over the whole run.
+    """
+
+    hedging: Hedging | None
+    policy: RetryPolicy
+    budgeted: bool
+    seed: int
+    requests: int
+    rate: float
+    warmup: int
+    warmup_time: float
+    median: float
+    spread: float
+    slow_share: float
+    slow_time: float
+    latencies: tuple[float, ...]
+    attempts: tuple[int, ...]
+    hedged: int
+    hedge_wins: int
+    calls: int
+    cancelled: int
+    service_time: float
+    delays: tuple[float, float] | None
+    measured_p95: float | None
+    budget_lowest: float | None
+    budget_refused: int
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile of the latency (nearest rank: a latency that occurred)."""
+        return _quantile(sorted(self.latencies), q)
+
+    @property
+    def p50(self) -> float:
+        return self.quantile(0.5)
+
+    @property
+    def p99(self) -> float:
+        return self.quantile(0.99)
+
+    @property
+    def p999(self) -> float:
+        return self.quantile(0.999)
+
+    @property
+    def longest(self) -> float:
+        """The longest latency, seconds."""
+        return max(self.latencies, default=math.nan)
+
+    @property
+    def attempts_per_request(self) -> float:
+        """Attempts per request, on average."""
+        return sum(self.attempts) / self.requests if self.requests else math.nan
+
+    @property
+    def hedged_share(self) -> float:
+        """The share of the requests that sent a hedge."""
+        return self.hedged / self.requests if self.requests else math.nan
+
+    @property
+    def service_time_per_request(self) -> float:
+        """Seconds the service spent on calls, per request."""
+        return self.service_time / self.requests if self.requests else math.nan
