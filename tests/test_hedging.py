@@ -278,12 +278,38 @@ def test_the_latency_is_recorded_and_the_percentile_delay_takes_over() -> None:
     assert hedging.delay_for(table, "https://a:443") == 0.25
     for seconds in (0.1, 0.1, 0.1):
         table.record("https://a:443", seconds)
-    assert hedging.delay_for(table, "https://a:443") == pytest.approx(0.1, rel=0.05)
+    assert 0.1 <= hedging.delay_for(table, "https://a:443") <= 0.11  # never short of it
     table.record("https://b:443", 0.0)
     table.record("https://b:443", 0.0)
     table.record("https://b:443", 0.0)
     assert hedging.delay_for(table, "https://b:443") == 0.001  # never below 1 ms
     assert rt.Hedging(0.2).delay_for(table, "https://a:443") == 0.2
+
+
+def test_the_percentile_takes_over_as_soon_as_min_samples_are_in() -> None:
+    """Every call takes 60 ms; after five answers "p50" reads 60 ms: no more hedges at the
+    50 ms fallback (in virtual time)."""
+    hedges: list[tuple[float, float]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await trio.sleep(0.060)
+        return httpx.Response(200)
+
+    async def main() -> None:
+        transport = rt.AsyncRetryTransport(
+            httpx.MockTransport(handler), budget=None,
+            hedging=rt.Hedging("p50", min_samples=5),
+            hooks=lambda e: e.kind == "hedge" and hedges.append((trio.current_time(), e.wait)))
+        async with trio.open_nursery() as nursery:
+            for _ in range(60):  # 100 requests a second for 0.6 s
+                nursery.start_soon(transport.handle_async_request,
+                                   httpx.Request("GET", URL))
+                await trio.sleep(0.01)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    late = [(when, wait) for when, wait in hedges if when >= 0.2]
+    assert hedges  # the first ones hedge at the fallback
+    assert late == []  # five latencies are in by 0.11 s: from then on, no hedge
 
 
 def test_every_transport_records_latency_per_origin(harness: Harness) -> None:

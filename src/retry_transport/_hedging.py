@@ -109,13 +109,20 @@ class Hedging:
 
     def delay_for(self, latency: LatencyTable, origin: str) -> float:
         """Seconds to wait before the next copy of a request to ``origin``."""
+        return self._read(latency, origin)[0]
+
+    def _read(self, latency: LatencyTable, origin: str) -> tuple[float, bool]:
+        """The delay, and whether it was read from the latency (not the fallback). The
+        percentile is read as the top of its histogram bucket, so that a delay never falls
+        short of the latency it stands for (with every call taking 10 ms, ``"p50"`` waits
+        10 ms or a little more, never 9.9)."""
         quantile = self.quantile
         if quantile is None:
-            return self.delay  # type: ignore[return-value]
-        count, value = latency.quantile(origin, quantile)
+            return self.delay, True  # type: ignore[return-value]
+        count, value = latency.quantile(origin, quantile, upper=True)
         if count < self.min_samples or value is None:
-            return self.fallback_delay
-        return max(value, _FLOOR)
+            return self.fallback_delay, False
+        return max(value, _FLOOR), True
 
 
 class Delays:
@@ -134,8 +141,9 @@ class Delays:
         known = self._known.get(origin)
         if known is not None and known[0] > now:
             return known[1]
-        delay = hedging.delay_for(latency, origin)
-        if len(self._known) > 2 * max(latency.origins, 512):
-            self._known.clear()
-        self._known[origin] = (now + _REFRESH, delay)
+        delay, measured = hedging._read(latency, origin)
+        if measured:  # the fallback is not kept: the percentile takes over at once
+            if len(self._known) > 2 * max(latency.origins, 512):
+                self._known.clear()
+            self._known[origin] = (now + _REFRESH, delay)
         return delay

@@ -338,13 +338,19 @@ class LatencyTable:
                                for q in _PERCENTILES)
         return LatencySummary(count, p50, p95, p99, p999)
 
-    def quantile(self, key: Hashable, q: float) -> tuple[int, float | None]:
+    def quantile(self, key: Hashable, q: float, *, upper: bool = False
+                 ) -> tuple[int, float | None]:
         """The origin's samples in the window and their ``q``-quantile in seconds (``q`` in
-        (0, 1), nearest rank, as in :class:`LatencySummary`); ``(0, None)`` without one."""
+        (0, 1), nearest rank, as in :class:`LatencySummary`); ``(0, None)`` without one.
+        ``upper``: the top of the quantile's bucket instead (at most 10% above it, never
+        below the sample: a hedging delay that has surely passed the quantile)."""
         if not 0.0 < q < 1.0:  # NaN too
             raise ValueError(f"q must be a number in (0, 1), got {q!r}")
         cumulative = self._cumulative(key)
         if cumulative is None:
             return 0, None
         count = cumulative[-1]
-        return count, _VALUES[bisect_left(cumulative, _rank(q, count))]
+        bucket = bisect_left(cumulative, _rank(q, count))
+        if upper:
+            return count, _BOUNDS[min(bucket, len(_BOUNDS) - 1)]
+        return count, _VALUES[bucket]
