@@ -372,3 +372,28 @@ def test_close_leaves_no_worker_thread() -> None:
     with httpx.Client(transport=transport) as client:
         assert client.get(URL).status_code == 200
     assert not [t for t in threading.enumerate() if t.name.startswith("retry-transport-hedge")]
+
+
+def test_a_throttle_may_refuse_a_hedge(harness: Harness) -> None:
+    """The first attempt goes (a high draw), the hedge is refused (a low one): the request
+    goes on with the attempt in flight."""
+    import random
+
+    class Draws(random.Random):
+        def __init__(self) -> None:
+            super().__init__(0)
+            self.draws = iter([0.99, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+
+        def random(self) -> float:
+            return next(self.draws, 0.0)
+
+    throttle = rt.AdaptiveThrottle(rng=Draws(), clock=harness.clock)
+    for n in range(30):
+        throttle.record("https://api.example.com:443", n < 10)  # probability 10/31
+    server = Server(harness.mode, [("slow", 200), 200])
+    transport = hedged(harness, server, throttle=throttle)
+    response = send(harness, transport)
+    assert response.status_code == 200
+    assert len(server.seen) == 1
+    assert transport.stats.hedges == 0
+    assert transport.stats.throttled >= 1
