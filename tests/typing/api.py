@@ -157,3 +157,33 @@ def shared_state() -> None:
     local: rt.MemoryStore = rt.MemoryStore(probe_lease=10.0)
     rt.RetryTransport(store=local).close()
     rt.RetryTransport(store="redis://localhost")  # type: ignore[arg-type]
+
+
+def deadlines_hedging_throttling() -> None:
+    throttle = rt.AdaptiveThrottle(k=2, window=60.0, rng=random.Random(0))
+    transport = rt.RetryTransport(
+        deadline_header="x-request-deadline-ms",
+        hedging=rt.Hedging("p95", max_attempts=3, fallback_delay=0.05, min_samples=20),
+        throttle=throttle,
+    )
+    with rt.deadline(2.5):
+        left: float | None = rt.time_left()
+        del left
+    summary: rt.LatencySummary | None = transport.latency("https://example.com")
+    if summary is not None:
+        p999: float = summary.p999
+        del p999
+    probability: float = throttle.probability("https://example.com")
+    del probability
+    try:
+        httpx.Client(transport=transport).get("https://example.com")
+    except rt.ThrottledError as error:
+        origin: str = error.origin
+        chance: float = error.probability
+        del origin, chance
+    except rt.DeadlineExceeded as timeout:
+        caught: httpx.TimeoutException = timeout
+        del caught
+    stats: rt.RetryStats = transport.stats
+    counts: tuple[int, int, int] = (stats.hedges, stats.hedge_wins, stats.throttled)
+    del counts
