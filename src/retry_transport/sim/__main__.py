@@ -6,9 +6,11 @@ retry budget nor a circuit breaker, with the budget, and with both, callers agai
 rate-limited API with and without pacing by its rate-limit headers, a fleet of workers
 against a rate-limited API with and without a store sharing their cooldowns, and a chain of
 retrying services over one that is down, with and without the users' deadline propagated
-down it, and a steady stream of requests to a service with a heavy latency tail, without
+down it, a steady stream of requests to a service with a heavy latency tail, without
 hedged requests, with a fixed hedging delay and with one read from the latency's 95th
-percentile. With policy options it runs that policy instead.
+percentile, and a partial overload: twice the requests a service can serve, which answers
+503 at once beyond its capacity, with the budget alone, with a breaker and with adaptive
+throttling. With policy options it runs that policy instead.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._chain import DEADLINE_HEADER, run_chain
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
 from ._fleet import run_fleet
 from ._outage import LONG_OUTAGE
+from ._overload import OVERLOAD_CONFIGS, run_overload
 from ._ratelimit import run_rate_limited
 from ._report import (
     chain_table,
@@ -35,6 +38,7 @@ from ._report import (
     in_ms,
     outage_summary,
     outage_table,
+    overload_table,
     rate_limit_table,
     run_table,
     seed_table,
@@ -47,6 +51,7 @@ from ._results import (
     ChainResult,
     FleetResult,
     OutageResult,
+    OverloadResult,
     RateLimitResult,
     StormResult,
     StormStats,
@@ -67,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
             "Simulate the classic retry storm (six clients, a four-call service) with the real "
             "AsyncRetryTransport in virtual time. Without policy options: the storm's table, "
             "measured, then jitters, library defaults, a sustained outage, a rate-limited API, "
-            "a fleet sharing cooldowns, deadline propagation and hedged requests compared. "
+            "a fleet sharing cooldowns, deadline propagation, hedged requests and a partial "
+            "overload (budget, breaker or adaptive throttle) compared. "
             "With any policy or scenario option: that policy alone (unset policy fields "
             "take RetryPolicy() defaults)."
         ),
@@ -118,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the tail-at-scale scenario (10,000 requests to a service with a heavy "
         "latency tail, without hedging, with Hedging(0.05) and with Hedging(\"p95\"))",
+    )
+    parser.add_argument(
+        "--no-overload",
+        action="store_true",
+        help="skip the partial overload scenario (100 requests/s for 120 s to a service that "
+        "accepts 50/s and answers 503 beyond: RetryBudget() alone, with CircuitBreaker(), "
+        "with AdaptiveThrottle())",
     )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
@@ -526,6 +539,96 @@ def _tail_rows(results: Sequence[Any]) -> list[tuple[str, TailResult]]:
     return [(label, run) for (label, _), run in zip(TAIL_HEDGING, runs, strict=True)]
 
 
+def _overload_intro(rows: Sequence[tuple[str, OverloadResult]]) -> str:
+    result = rows[0][1]
+    start, end = result.steady_from, result.duration
+    throttled = next((r for _, r in rows if r.throttle_k is not None), None)
+    throttle = "AdaptiveThrottle()"
+    window = ""
+    if throttled is not None and throttled.throttle_window is not None:
+        throttle += (f" (k={throttled.throttle_k:g} over {throttled.throttle_window:g} s, on "
+                     "the virtual clock, seeded)")
+        if throttled.throttle_window >= end:
+            window = ("; the throttle's window holds the whole run, as a full one would at a "
+                      "constant load")
+    text = (
+        f"Partial overload: one client sends {result.rate:g} GETs per second, one every "
+        f"{1000 / result.rate:g} ms (each in a task of its own), for {end:g} s, "
+        f"{result.requests:,} requests, through one AsyncRetryTransport "
+        f"({describe_policy(result.policy)}; the default RetryBudget() in every row) to a "
+        f"service with a capacity of {result.capacity:g} calls per second: a token bucket of "
+        f"{result.capacity:g} tokens a second, {result.burst:g} deep. An attempt that finds a "
+        f"token takes it and is answered 200 after {_milliseconds(result.call_time)}; one "
+        "that finds none is answered 503 at once (no Retry-After), which costs the service "
+        "nothing here. The rows: the budget alone, with CircuitBreaker() (its defaults, as "
+        f"in the outage) and with {throttle}; seed {result.seed} for every row. Counted "
+        f"from {start:g} s to {end:g} s, the steady state (the budget's first "
+        f"{RetryBudget().capacity:g} tokens and the throttle's empty counts settle within a "
+        f"few seconds{window}): attempts and accepts by the second they reached the service, "
+        "requests by their arrival. goodput: requests that ended in a 200; failed: the others "
+        f"of the {result.steady_requests:,} that arrived then; refused, not sent: a "
+        "ThrottledError or a CircuitOpenError (failed fast); retry refused: requests handed "
+        "their 503 because the budget, the throttle or the breaker refused their retry."
+    )
+    return wrap(text)
+
+
+def _overload_summary(rows: Sequence[tuple[str, OverloadResult]], ratio: float = 2.2,
+                      share: float = 0.95) -> str:
+    """The throttle against the budget alone and the breaker, and its goal: at most
+    ``ratio`` attempts per accept, a goodput of at least ``share`` of the capacity."""
+    budget = next((r for _, r in rows if not r.breaker and r.throttle_k is None), None)
+    breaker = next((r for _, r in rows if r.breaker), None)
+    throttle = next((r for _, r in rows if r.throttle_k is not None), None)
+    if throttle is None:
+        return ""
+    text = ""
+    if budget is not None:
+        fewer = 1 - throttle.attempts_rate / budget.attempts_rate
+        text += (
+            f"The throttle against the budget alone: {throttle.attempts_rate:.1f} attempts/s "
+            f"reached the service instead of {budget.attempts_rate:.1f} ({100 * fewer:.0f}% "
+            f"fewer, {throttle.attempts_per_accept:.2f} per accept instead of "
+            f"{budget.attempts_per_accept:.2f}), for a goodput of {throttle.goodput:.1f}/s "
+            f"against {budget.goodput:.1f}/s. The requests the service cannot serve fail "
+            f"either way ({throttle.failed:,} against {budget.failed:,}), "
+            f"{throttle.refused:,} of them at once, nothing sent. A 503 costs this service "
+            "nothing; one that spends capacity on saying no would lose it to the budget's "
+            f"{budget.rejects_rate - throttle.rejects_rate:.1f} more 503s a second. "
+        )
+    if breaker is not None and len(breaker.breaker_times("open")) > 1:
+        text += (
+            "The breaker is all or nothing: once the share of failed attempts reaches its "
+            f"failure_ratio ({CircuitBreaker().failure_ratio:g}) it opens, its probe finds "
+            "the service serving, it closes and soon opens again: a goodput of "
+            f"{breaker.goodput:.1f}/s ({100 * breaker.goodput / breaker.capacity:.0f}% of the "
+            f"capacity), {breaker.refused:,} requests refused. "
+        )
+    floor = share * throttle.capacity
+    ratio_met = throttle.attempts_per_accept <= ratio
+    goodput_met = throttle.goodput >= floor
+    text += (
+        f"Goal, with the throttle: attempts <= {ratio:g} x accepts: "
+        f"{throttle.attempts_per_accept:.2f}, {'met' if ratio_met else 'NOT met'}; goodput >= "
+        f"{100 * share:g}% of the capacity ({floor:g}/s): {throttle.goodput:.1f}/s, "
+        f"{'met' if goodput_met else 'NOT met'}."
+    )
+    return wrap(text, first="  ", indent="  ")
+
+
+def _overload_jobs() -> list[Job]:
+    """The partial-overload runs, one job each."""
+    return [
+        Job(call=(run_overload, kwargs), weight=weight, label=f"overload: {label}")
+        for label, kwargs, weight in OVERLOAD_CONFIGS
+    ]
+
+
+def _overload_rows(results: Sequence[Any]) -> list[tuple[str, OverloadResult]]:
+    runs = cast("list[OverloadResult]", list(results))
+    return [(label, run) for (label, _, _), run in zip(OVERLOAD_CONFIGS, runs, strict=True)]
+
+
 _Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
 
 
@@ -549,6 +652,8 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
         jobs += _chain_jobs(RetryPolicy())
     if not args.no_tail:
         jobs += _tail_jobs()
+    if not args.no_overload:
+        jobs += _overload_jobs()
     results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
@@ -619,9 +724,16 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     if not args.no_tail:
         out.append("")
         tail_rows = _tail_rows(results[extra : extra + len(TAIL_HEDGING)])
+        extra += len(TAIL_HEDGING)
         out.append(_tail_intro(tail_rows[0][1]))
         out.append(tail_table(tail_rows))
         out.append(_tail_summary(tail_rows))
+    if not args.no_overload:
+        out.append("")
+        overload_rows = _overload_rows(results[extra : extra + len(OVERLOAD_CONFIGS)])
+        out.append(_overload_intro(overload_rows))
+        out.append(overload_table(overload_rows))
+        out.append(_overload_summary(overload_rows))
     return [(f"step {s.number}", run) for s, run in steps], outage_rows
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import textwrap
 from collections.abc import Sequence
 
@@ -12,6 +13,7 @@ from retry_transport import CircuitBreaker, RetryPolicy
 from ._results import (
     ChainResult,
     OutageResult,
+    OverloadResult,
     RateLimitResult,
     StormResult,
     StormStats,
@@ -25,6 +27,7 @@ __all__ = [
     "in_ms",
     "outage_summary",
     "outage_table",
+    "overload_table",
     "rate_limit_table",
     "run_table",
     "seed_table",
@@ -467,3 +470,86 @@ def tail_table(rows: Sequence[tuple[str, TailResult]]) -> str:
         "budget: lowest, refused",
     ]
     return table(header, body, right=[1, 2, 3, 4, 5, 6, 7, 8, 9])
+
+
+def _closed_share(r: OverloadResult) -> float:
+    """The share of the steady state during which the breaker was closed."""
+    start, end = r.steady_from, r.duration
+    closed, since, state = 0.0, 0.0, "close"
+    for t, new in [*r.breaker_transitions, (math.inf, "end")]:
+        if state == "close":
+            closed += max(0.0, min(t, end) - max(since, start))
+        since, state = t, new
+    return closed / (end - start)
+
+
+def _overload_notes(label: str, r: OverloadResult) -> list[str]:
+    """A line on the breaker's cycles or on the throttle's counts, if the row has either."""
+    notes = []
+    if r.breaker:
+        opened = r.breaker_times("open")
+        text = "the breaker never opened"
+        if opened:
+            text = f"the breaker opened {len(opened)} times, first at {_seconds(opened[0])}"
+            states = [state for _, state in r.breaker_transitions]
+            probes = states.count("half_open")
+            passed = sum(1 for a, b in zip(states, states[1:], strict=False)
+                         if (a, b) == ("half_open", "close"))
+            breaks = sorted({round(h - o) for o, h in
+                             zip(opened, r.breaker_times("half_open"), strict=False)})
+            if probes:
+                lengths = f"{breaks[0]}" + (f"-{breaks[-1]}" if len(breaks) > 1 else "")
+                text += (f"; its breaks of {lengths} s ended in probes, {passed} of {probes} "
+                         "accepted")
+            closes = r.breaker_times("close")
+            reopen = [o - c for c, o in zip(closes, opened[1:], strict=False) if o > c]
+            if reopen:
+                text += (f", and it opened again {_seconds(statistics.fmean(reopen))} after "
+                         "closing, on average")
+            text += f": closed {_percent(_closed_share(r))} of the steady time"
+        notes.append(text)
+    if r.throttle_counts is not None and r.throttle_probability is not None:
+        requests, accepts = r.throttle_counts
+        notes.append(
+            f"the throttle refused {r.throttled:,} attempts over the run; at the end it counted "
+            f"{requests:,} requests and {accepts:,} accepts, so it refused with probability "
+            f"({requests:,} - {r.throttle_k:g} x {accepts:,}) / {requests + 1:,} = "
+            f"{r.throttle_probability:.3f}"
+        )
+    return [_fill(f"{label}: " + "; ".join(notes) + ".", "    ")] if notes else []
+
+
+def overload_table(rows: Sequence[tuple[str, OverloadResult]]) -> str:
+    """One row per configuration of the partial-overload scenario, over its steady state:
+    the load on the service, what it accepted, the goodput and the requests that failed,
+    those refused locally among them; then a line on the breaker's or the throttle's run."""
+    body = []
+    notes: list[str] = []
+    for label, r in rows:
+        refusers = ", ".join(f"{count:,} ({who})" for who, count in r.retries_refused)
+        body.append(
+            [
+                label,
+                f"{r.attempts_rate:.1f}",
+                f"{r.accepts_rate:.1f}",
+                f"{r.attempts_per_accept:.2f}",
+                f"{r.rejects_rate:.1f}",
+                f"{r.goodput:.1f}",
+                f"{r.failed:,}",
+                f"{r.refused:,}",
+                refusers or "0",
+            ]
+        )
+        notes.extend(_overload_notes(label, r))
+    header = [
+        "configuration",
+        "attempts/s",
+        "accepts/s",
+        "attempts/accept",
+        "503s/s",
+        "goodput/s",
+        "failed",
+        "refused, not sent",
+        "retry refused (by)",
+    ]
+    return "\n".join([table(header, body, right=[1, 2, 3, 4, 5, 6, 7]), *notes])

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from retry_transport import Hedging, RetryPolicy
+from retry_transport import Hedging, RetryPolicy, StopReason
 
 __all__ = [
     "Call",
@@ -17,6 +17,7 @@ __all__ = [
     "Distribution",
     "FleetResult",
     "OutageResult",
+    "OverloadResult",
     "RateLimitResult",
     "Reply",
     "StormResult",
@@ -665,3 +666,137 @@ class TailResult:
     def service_time_per_request(self) -> float:
         """Seconds the service spent on calls, per request."""
         return self.service_time / self.requests if self.requests else math.nan
+
+
+#: The stop reasons of a request whose retry was refused locally, by the refuser's name.
+_REFUSERS: Final[dict[str, str]] = {
+    StopReason.BUDGET_EXHAUSTED.value: "budget",
+    StopReason.THROTTLED.value: "throttle",
+    StopReason.CIRCUIT_OPEN.value: "breaker",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OverloadResult:
+    """One run of the partial-overload scenario: a steady stream of requests to a service
+    with a fraction of the capacity it needs, which answers 503 at once beyond it.
+
+    The steady figures (the properties) count from ``steady_from`` to ``duration``:
+    attempts and accepts by the second they reached the service, requests by the second
+    they arrived.
+
+    Attributes:
+        policy: the client's retry policy.
+        budgeted: whether the client had a retry budget.
+        breaker: whether it had a circuit breaker.
+        throttle_k: its adaptive throttle's ``k`` (``None``: no throttle).
+        throttle_window: the throttle's window, seconds (``None``: no throttle).
+        seed: the run's seed.
+        rate: requests per second, evenly spaced.
+        duration: seconds of arrivals.
+        capacity: the service's tokens per second.
+        burst: the depth of its token bucket.
+        call_time: ``(low, high)``: an accepted attempt took a uniform time in between.
+        steady_from: the first second counted as steady.
+        requests: requests sent, ``rate * duration``.
+        attempts_per_second: attempts that reached the service, per second of the run
+            (entry ``i`` counts ``[i, i + 1)``), up to the last one (retries may come after
+            ``duration``).
+        accepts_per_second: those it accepted (answered 200), likewise.
+        succeeded_per_second: requests that ended in a 200, per second of their arrival.
+        refused_per_second: requests refused before anything was sent (``ThrottledError``
+            or ``CircuitOpenError``), per second of their arrival.
+        failed_per_second: requests that failed (refused, or a 503 handed over), per second
+            of their arrival.
+        steady_stops: the stop reasons of the requests that arrived in the steady state
+            and ended in a 503, with their counts, the most frequent first.
+        throttled: attempts the throttle refused over the run (``transport.stats``).
+        throttle_counts: the throttle's ``(requests, accepts)`` at the end (``None``: no
+            throttle).
+        throttle_probability: its probability of refusing an attempt at the end.
+        breaker_transitions: the breaker's state changes, in order, as ``(time, state)``
+            pairs with ``state`` ``"open"``, ``"half_open"`` or ``"close"``.
+    """
+
+    policy: RetryPolicy
+    budgeted: bool
+    breaker: bool
+    throttle_k: float | None
+    throttle_window: float | None
+    seed: int
+    rate: float
+    duration: float
+    capacity: float
+    burst: float
+    call_time: tuple[float, float]
+    steady_from: float
+    requests: int
+    attempts_per_second: tuple[int, ...]
+    accepts_per_second: tuple[int, ...]
+    succeeded_per_second: tuple[int, ...]
+    refused_per_second: tuple[int, ...]
+    failed_per_second: tuple[int, ...]
+    steady_stops: tuple[tuple[str, int], ...]
+    throttled: int
+    throttle_counts: tuple[int, int] | None
+    throttle_probability: float | None
+    breaker_transitions: tuple[tuple[float, str], ...]
+
+    def steady(self, per_second: Sequence[int]) -> int:
+        """The sum of ``per_second`` over the steady seconds."""
+        return sum(per_second[int(self.steady_from) : int(self.duration)])
+
+    @property
+    def steady_seconds(self) -> float:
+        return self.duration - self.steady_from
+
+    @property
+    def steady_requests(self) -> int:
+        """Requests that arrived in the steady state."""
+        return sum(1 for i in range(self.requests) if i / self.rate >= self.steady_from)
+
+    @property
+    def attempts_rate(self) -> float:
+        """Attempts that reached the service per second."""
+        return self.steady(self.attempts_per_second) / self.steady_seconds
+
+    @property
+    def accepts_rate(self) -> float:
+        """Attempts the service accepted per second."""
+        return self.steady(self.accepts_per_second) / self.steady_seconds
+
+    @property
+    def rejects_rate(self) -> float:
+        """Attempts the service answered 503 per second."""
+        return self.attempts_rate - self.accepts_rate
+
+    @property
+    def attempts_per_accept(self) -> float:
+        accepts = self.steady(self.accepts_per_second)
+        return self.steady(self.attempts_per_second) / accepts if accepts else math.nan
+
+    @property
+    def goodput(self) -> float:
+        """Requests that succeeded per second."""
+        return self.steady(self.succeeded_per_second) / self.steady_seconds
+
+    @property
+    def failed(self) -> int:
+        """Requests of the steady state that failed."""
+        return self.steady(self.failed_per_second)
+
+    @property
+    def refused(self) -> int:
+        """Requests of the steady state refused before anything was sent."""
+        return self.steady(self.refused_per_second)
+
+    @property
+    def retries_refused(self) -> tuple[tuple[str, int], ...]:
+        """Requests of the steady state that ended with a 503 because their retry was
+        refused locally, by refuser (``"budget"``, ``"throttle"``, ``"breaker"``)."""
+        return tuple((_REFUSERS[reason], count) for reason, count in self.steady_stops
+                     if reason in _REFUSERS)
+
+    def breaker_times(self, state: str) -> tuple[float, ...]:
+        """When the breaker went to ``state`` (``"open"``, ``"half_open"``, ``"close"``)."""
+        return tuple(t for t, s in self.breaker_transitions if s == state)
