@@ -303,7 +303,7 @@ def test_reading_does_not_change_the_counts() -> None:
 # -- memory --------------------------------------------------------------------------------
 
 
-def test_a_million_origins_over_time_keep_the_table_bounded() -> None:
+def test_many_origins_over_time_keep_the_table_bounded() -> None:
     """Origins with nothing left in the window are forgotten (amortised: when the table has
     doubled): the table follows the origins of the last minute, not all it has seen."""
     latencies, clock = table(start=0.0)
@@ -314,7 +314,7 @@ def test_a_million_origins_over_time_keep_the_table_bounded() -> None:
     # collector, walking the suite's live objects, would take most of the test's time.
     gc.disable()
     try:
-        for key in range(1_000_000):
+        for key in range(200_000):  # 2,000 s: 33 windows of new origins
             if key % per_second == 0:
                 clock.now += 1.0
                 largest = max(largest, latencies.origins)
@@ -323,7 +323,7 @@ def test_a_million_origins_over_time_keep_the_table_bounded() -> None:
         gc.enable()
     assert largest <= 2 * per_second * WINDOW + 1024
     assert len(latencies._current) <= per_second * SUB
-    assert latencies.summary(999_999) is not None
+    assert latencies.summary(199_999) is not None
     assert latencies.summary(0) is None
 
 
