@@ -238,13 +238,14 @@ def transport_costs(rounds: int, number: int) -> float:
     import httpx
 
     import retry_transport as rt
+    from retry_transport._controller import timings
 
     request = httpx.Request("GET", "https://api.example.com/items")
     arms: dict[str, Any] = {}
     for label, rate in (("off", 0.0), ("shipped (1/8)", None), ("every attempt", 1.0)):
         transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)))
         if rate is not None:
-            transport._controller.latency_rate = rate
+            transport._controller.timed = timings(rate)
         arms[label] = transport
     for transport in arms.values():
         for _ in range(number // 10):

@@ -34,12 +34,23 @@ if TYPE_CHECKING:
 __all__ = ["Controller"]
 
 
-#: The share of attempts whose latency a transport without hedging records: a uniform random
-#: sample (no request pattern can alias with it), so that timing costs the success path
-#: little (two clock readings and a histogram update for one attempt in eight).
+#: The share of attempts whose latency a transport without hedging records: a random
+#: sample, so that timing costs the success path little (two clock readings and a histogram
+#: update for one attempt in eight).
 LATENCY_SAMPLE: Final = 0.125
-#: The seed of the sampling draws: the same attempts are timed in every run.
+#: The sample is a pattern of this many draws, seeded (the same attempts are timed in every
+#: run), gone through in a cycle: one C call per attempt decides. A request pattern aliases
+#: with it only if its period is a multiple of this.
+_PATTERN: Final = 4096
 _SAMPLE_SEED: Final = 0x1A7E
+
+
+def timings(share: float) -> Callable[[], bool]:
+    """What says whether to time an attempt: True for a random ``share`` of the calls."""
+    if share >= 1.0:
+        return itertools.repeat(True).__next__
+    draws = random.Random(_SAMPLE_SEED)
+    return itertools.cycle([draws.random() < share for _ in range(_PATTERN)]).__next__
 
 
 class _LockedCount(Iterator[int]):
@@ -91,11 +102,10 @@ class Controller:
         self.hedging = settings.hedging
         self.hedge_delays = Delays()
         #: Each origin's latency (sending an attempt to its response's headers), on ``clock``:
-        #: a random ``latency_rate`` of the attempts, drawn with ``sample`` (every attempt
-        #: with hedging, whose delay reads it; else ``LATENCY_SAMPLE`` of them).
+        #: the attempts ``timed()`` says (every attempt with hedging, whose delay reads it;
+        #: else a random ``LATENCY_SAMPLE`` of them).
         self.latency = LatencyTable(clock)
-        self.latency_rate = 1.0 if self.hedging is not None else LATENCY_SAMPLE
-        self.sample = random.Random(_SAMPLE_SEED).random
+        self.timed = timings(1.0 if self.hedging is not None else LATENCY_SAMPLE)
         #: Whether requests get headers added (``From``, an idempotency key).
         self.prepares = self.contact is not None or self.auto_idempotency_key
         hooks = settings.hooks

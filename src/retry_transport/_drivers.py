@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 import anyio
 
@@ -308,10 +308,10 @@ class SyncRetry(_Common, Generic[_Sync]):
         call = None if plain_first(controller, request) else self._call(request)
         stream = request.stream
         lap = self._lap
-        sample, rate = controller.sample, controller.latency_rate
+        timed = controller.timed
         try:
             wait = None if call is None else call.wait
-            hedged = call if isinstance(call, HedgedCall) and call.hedged else None
+            hedged = cast(HedgedCall, call) if call is not None and call.hedged else None
             transport = self._transport
             while True:
                 if wait is not None:
@@ -326,7 +326,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                     continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
-                    start = lap() if sample() < rate else None
+                    start = lap() if timed() else None
                     response = transport.handle_request(attempt)
                     if start is not None:
                         end = lap()
@@ -459,10 +459,10 @@ class AsyncRetry(_Common, Generic[_Async]):
         call = None if plain_first(controller, request) else self._call(request)
         stream = request.stream
         lap = self._lap
-        sample, rate = controller.sample, controller.latency_rate
+        timed = controller.timed
         try:
             wait = None if call is None else call.wait
-            hedged = call if isinstance(call, HedgedCall) and call.hedged else None
+            hedged = cast(HedgedCall, call) if call is not None and call.hedged else None
             transport = self._transport
             while True:
                 if wait is not None:
@@ -476,7 +476,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                     continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
-                    start = lap() if sample() < rate else None
+                    start = lap() if timed() else None
                     response = await transport.handle_async_request(attempt)
                     if start is not None:
                         end = lap()
