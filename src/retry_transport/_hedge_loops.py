@@ -191,16 +191,17 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                 group.cancel_scope.cancel()  # the others are not needed any more
                 break
     finally:
-        with anyio.CancelScope(shield=True):
-            while True:  # answers that came in before the end, unread
-                try:
-                    _, late = receive.receive_nowait()
-                except anyio.WouldBlock:
-                    break
-                if not isinstance(late, Exception):
-                    await aclose(late, flavour)
-            send.close()
-            receive.close()
+        if receive.statistics().current_buffer_used:  # answers that came in, unread
+            with anyio.CancelScope(shield=True):
+                while True:
+                    try:
+                        _, late = receive.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    if not isinstance(late, Exception):
+                        await aclose(late, flavour)
+        send.close()
+        receive.close()
     assert result is not None
     if verdict == "retry" and not isinstance(result, Exception):
         await aclose(result, flavour)
