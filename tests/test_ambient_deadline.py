@@ -82,10 +82,63 @@ def test_a_scope_starts_when_entered_and_never_reads_negative() -> None:
         assert rt.time_left() == 1.0
 
 
-@pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, True, "1", None])
+@pytest.mark.parametrize("seconds", [0, -1, math.inf, math.nan, True, "1", None, 1e12])
 def test_seconds_must_be_a_finite_positive_number(seconds: Any) -> None:
     with pytest.raises(ValueError, match="seconds"):
         rt.deadline(seconds)
+
+
+def test_one_object_serves_several_threads_at_once() -> None:
+    """Each block is its own scope in its own context: no thread undoes another's, and
+    none keeps a deadline once its block is over."""
+    shared = rt.deadline(30.0)
+    inside = threading.Barrier(4)
+    seen: list[tuple[float | None, float | None]] = []
+
+    def work() -> None:
+        with shared:
+            inside.wait(5)  # all four inside at once
+            during = rt.time_left()
+            inside.wait(5)
+        seen.append((during, rt.time_left()))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(seen) == 4
+    assert all(during is not None and during > 29 and after is None for during, after in seen)
+
+
+@pytest.mark.anyio
+async def test_one_object_serves_several_tasks_at_once(anyio_backend: str) -> None:
+    shared = rt.deadline(30.0)
+    after: list[float | None] = []
+    first_in, second_in, first_out = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def first() -> None:
+        with shared:
+            first_in.set()
+            await second_in.wait()  # both inside; this one leaves first
+        after.append(rt.time_left())
+        first_out.set()
+
+    async def second() -> None:
+        await first_in.wait()
+        with shared:
+            second_in.set()
+            await first_out.wait()
+            assert rt.time_left() is not None  # the other's exit left this one alone
+        after.append(rt.time_left())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(first)
+        group.start_soon(second)
+    assert after == [None, None]
+    with shared, shared:  # nested: the outer still holds after the inner
+        pass
+    assert rt.time_left() is None
 
 
 def test_clock_must_be_callable() -> None:

@@ -178,6 +178,7 @@ def test_a_retryable_answer_starts_the_next_hedge_at_once(harness: Harness) -> N
     assert [(a.status, a.hedge, a.cancelled) for a in info.history] == [
         (None, False, True), (503, True, False), (200, True, False)]
     assert harness.waits == []  # no backoff: hedges are not retries
+    assert 2 in server.closed  # the 503 was closed when it was judged: its connection back
 
 
 def test_when_every_attempt_failed_the_retry_rules_take_over(harness: Harness) -> None:
@@ -396,4 +397,128 @@ def test_a_throttle_may_refuse_a_hedge(harness: Harness) -> None:
     assert response.status_code == 200
     assert len(server.seen) == 1
     assert transport.stats.hedges == 0
-    assert transport.stats.throttled >= 1
+    assert transport.stats.throttled == 1  # refused once: no hedge tried again in the try
+
+
+class Interrupt(BaseException):
+    """Stands for KeyboardInterrupt or SystemExit raised inside an attempt."""
+
+
+def test_an_interrupt_in_a_worker_reaches_the_caller() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise Interrupt
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(DELAY))
+    with pytest.raises(Interrupt):
+        transport.handle_request(httpx.Request("GET", URL))
+    transport.close()
+
+
+def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from retry_transport import _hedge_loops
+
+    threads: list[threading.Thread] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        threads.append(threading.current_thread())
+        return httpx.Response(200)
+
+    monkeypatch.setattr(_hedge_loops, "HEDGE_WORKERS", 0)
+    transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(DELAY))
+    response = transport.handle_request(httpx.Request("GET", URL))
+    assert response.status_code == 200
+    assert threads == [threading.current_thread()]  # no queue: sent here, at once
+    transport.close()
+
+
+def test_with_one_worker_no_hedge_waits_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from retry_transport import _hedge_loops
+
+    seen: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(1)
+        threading.Event().wait(SLOW)  # several hedging delays
+        return httpx.Response(200)
+
+    monkeypatch.setattr(_hedge_loops, "HEDGE_WORKERS", 1)
+    transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(DELAY))
+    assert transport.handle_request(httpx.Request("GET", URL)).status_code == 200
+    assert seen == [1] and transport.stats.hedges == 0
+    transport.close()
+
+
+def test_a_closed_transports_tries_start_no_more_attempts() -> None:
+    from retry_transport._hedge_loops import Workers
+
+    workers = Workers()
+    generation = workers.generation
+    assert workers.reserve(generation)
+    workers.release()
+    workers.close()
+    assert not workers.reserve(generation)  # a try begun before close()
+    assert workers.reserve(workers.generation)  # a request made after it
+    workers.release()
+    workers.close()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_cancelled_after_the_winner_came_the_winner_is_closed(backend: str) -> None:
+    import anyio
+
+    closed: list[str] = []
+
+    class Body(httpx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        async def __aiter__(self) -> Any:
+            yield b"x"
+
+        async def aclose(self) -> None:
+            closed.append("winner")
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.extensions.get("retry_attempt") is None:  # the first: slow, and its
+            try:                                             # cleanup takes a while
+                await anyio.sleep(10)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await anyio.sleep(0.2)
+                raise
+        return httpx.Response(200, stream=Body())
+
+    async def main() -> None:
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler),
+                                           hedging=rt.Hedging(0.05), budget=None)
+        with anyio.move_on_after(0.15) as scope:  # while the loser cleans up
+            await transport.handle_async_request(httpx.Request("GET", URL))
+        assert scope.cancelled_caught
+
+    if backend == "trio":
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    else:
+        anyio.run(main, backend="asyncio")
+    assert closed == ["winner"]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_deadline_spent_in_a_hold_raises_deadline_exceeded_itself(backend: str) -> None:
+    """Not inside an exception group: the try's first check runs before its task group."""
+    import anyio
+
+    now = [0.0]
+
+    async def oversleep(seconds: float) -> None:
+        now[0] += seconds + 0.5  # the hold's wait overran
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, headers={"Retry-After": "1"})
+
+    async def main() -> None:
+        transport = rt.AsyncRetryTransport(
+            httpx.MockTransport(handler), hedging=rt.Hedging(0.01), clock=lambda: now[0],
+            sleep=oversleep, max_attempts=1, wallclock=lambda: 1e9)
+        await transport.handle_async_request(httpx.Request("GET", URL))  # a 1 s cooldown
+        with rt.deadline(1.3, clock=lambda: now[0]), pytest.raises(rt.DeadlineExceeded):
+            await transport.handle_async_request(httpx.Request("GET", URL))
+
+    anyio.run(main, backend=backend)

@@ -21,19 +21,24 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
+from ._validate import MAX_SECONDS
+
 __all__ = ["Scope", "current", "deadline", "fresh", "time_left"]
 
 
 class Scope:
-    """One scope in force: its end on its clock, and the scope around it (``None``)."""
+    """One scope in force: its end on its clock, the scopes around it on other clocks
+    (``outer``), and what was in force before it was entered (``previous``)."""
 
-    __slots__ = ("clock", "end", "outer")
+    __slots__ = ("clock", "end", "outer", "previous")
 
     end: float
     clock: Callable[[], float]
     outer: Scope | None
+    previous: Scope | None
 
     def __init__(self, end: float, clock: Callable[[], float], outer: Scope | None) -> None:
+        self.previous = outer
         if outer is not None and outer.clock is clock:  # one clock: keep the earlier end
             end = min(end, outer.end)
             outer = outer.outer
@@ -74,9 +79,11 @@ def _seconds(seconds: object) -> float:
         isinstance(seconds, bool)
         or not isinstance(seconds, (int, float))
         or not math.isfinite(seconds)
-        or seconds <= 0
+        or not 0 < seconds <= MAX_SECONDS
     ):
-        raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
+        raise ValueError(
+            f"seconds must be a finite number > 0 and at most {MAX_SECONDS:g}, got {seconds!r}"
+        )
     return float(seconds)
 
 
@@ -88,10 +95,11 @@ class deadline:  # a context manager named as a function, like contextlib's
     of 2.5 seconds counted from entering the block: waits, attempts and their timeouts all
     end by then. Each request's deadline is the earlier of this and its policy's
     ``deadline``. Nested blocks only shorten it. Works in sync and async code alike (a plain
-    ``with`` in both); the same object may be entered again, each time from the start.
+    ``with`` in both); the same object may be entered again, each time from the start, and
+    by several threads or tasks at once (each block is its own scope, in its own context).
 
     Args:
-        seconds: the time allowed, in seconds: a finite number > 0.
+        seconds: the time allowed, in seconds: a finite number > 0 (at most 1e9).
         clock: the monotonic clock it is measured with. Default ``time.monotonic``. A
             transport measures an ambient deadline with the scope's own clock, so a test in
             virtual time passes the same clock here and to the transport.
@@ -100,24 +108,25 @@ class deadline:  # a context manager named as a function, like contextlib's
         ValueError: ``seconds`` is not a finite number > 0, or ``clock`` is not callable.
     """
 
-    __slots__ = ("_tokens", "clock", "seconds")
+    __slots__ = ("clock", "seconds")
 
     def __init__(self, seconds: float, *, clock: Callable[[], float] | None = None) -> None:
         self.seconds = _seconds(seconds)
         if clock is not None and not callable(clock):
             raise ValueError(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
-        self._tokens: list[contextvars.Token[Scope | None]] = []
 
     def __enter__(self) -> deadline:
         clock = self.clock
-        scope = Scope(clock() + self.seconds, clock, _SCOPE.get())
-        self._tokens.append(_SCOPE.set(scope))
+        _SCOPE.set(Scope(clock() + self.seconds, clock, _SCOPE.get()))
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        _SCOPE.reset(self._tokens.pop())
+        # What this context had before its innermost block: the object keeps no state of a
+        # block, so threads and tasks may use one object at once.
+        scope = _SCOPE.get()
+        _SCOPE.set(None if scope is None else scope.previous)
 
     def __repr__(self) -> str:
         return f"deadline({self.seconds!r})"

@@ -318,12 +318,14 @@ class SyncRetry(_Common, Generic[_Sync]):
                     slept = self._sleep(wait)
                     if slept is not None:
                         _waited(slept)
-                if hedged is not None:  # the first try, hedged
-                    done, wait = sync_try(hedged, transport, self._workers, self._record, lap)
+                if hedged is not None:  # the first try, hedged (None: no worker is free)
+                    ended = sync_try(hedged, transport, self._workers, self._record, lap)
                     hedged = None
-                    if done is not None:
-                        return done
-                    continue
+                    if ended is not None:
+                        done, wait = ended
+                        if done is not None:
+                            return done
+                        continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
                     start = lap() if timed() else None

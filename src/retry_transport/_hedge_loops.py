@@ -30,8 +30,10 @@ from ._hedged_call import HedgedCall, Slot
 
 __all__ = ["HEDGE_WORKERS", "Workers", "async_try", "sync_try"]
 
-#: The most worker threads a sync transport runs hedged attempts on.
-HEDGE_WORKERS: Final = 32
+#: The most attempts of hedged requests a sync transport runs at once, each on a worker
+#: thread of its own (started as needed, idle ones reused). While every one is busy, a new
+#: request goes unhedged on the caller's thread and no new hedge starts: nothing queues.
+HEDGE_WORKERS: Final = 64
 
 #: What a try ends with: ``(response, None)`` to hand over, or ``(None, wait)`` to retry
 #: after ``wait`` seconds (an exception to hand over is raised).
@@ -39,47 +41,80 @@ Ended = tuple[Response | None, float | None]
 
 
 class Workers:
-    """A sync transport's worker threads for hedged attempts, started when first needed;
-    :meth:`close` waits for the attempts still running and stops them (a transport used
-    again after it, as httpx's own transports may be, starts new ones)."""
+    """A sync transport's worker threads for hedged attempts, started when first needed.
+
+    A worker is reserved before an attempt is made ready for it (:meth:`reserve`), so that
+    an attempt never waits in a queue. :meth:`close` waits for the attempts still running
+    and stops the threads; the tries under way then start no more attempts, and a request
+    made afterwards (httpx's own transports may be used again) starts new threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._busy = 0
+        self.generation = 0  # one more at each close(): a try of an earlier one stops
         track(self)  # a forked child has none of the threads: it starts its own
 
-    def submit(self, fn: Callable[[Slot], None], slot: Slot) -> None:
+    def reserve(self, generation: int) -> bool:
+        """A worker for one attempt of a try begun in ``generation``, if one is free."""
         with self._lock:
+            if generation != self.generation or self._busy >= HEDGE_WORKERS:
+                return False
+            self._busy += 1
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(HEDGE_WORKERS,
                                                 thread_name_prefix="retry-transport-hedge")
-            # The caller's context goes with the attempt (its trace span, its deadline).
-            self._pool.submit(contextvars.copy_context().run, fn, slot)
+            return True
+
+    def release(self) -> None:
+        """A reserved worker that was not used after all (a guard refused the hedge)."""
+        with self._lock:
+            self._busy -= 1
+
+    def submit(self, fn: Callable[[Slot], None], slot: Slot) -> None:
+        """Run ``fn(slot)`` on the worker reserved for it, in the caller's context (its
+        trace span, its deadline); the worker is free again once it returns."""
+        def run() -> None:
+            try:
+                fn(slot)
+            finally:
+                self.release()
+
+        with self._lock:
+            pool = self._pool
+        assert pool is not None  # reserved
+        pool.submit(contextvars.copy_context().run, run)
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            self.generation += 1
         if pool is not None:
             pool.shutdown(wait=True)
 
     def _renew_locks(self) -> None:  # a forked child has none of the parent's threads
         self._lock = threading.Lock()
         self._pool = None
+        self._busy = 0
 
 
-def _over(verdict: str, result: Response | Exception, wait: float | None) -> Ended:
+def _over(verdict: str, result: Response | BaseException, wait: float | None) -> Ended:
     if verdict == "retry":
         return None, wait
-    if isinstance(result, Exception):
+    if isinstance(result, BaseException):
         raise result
     return result, None
 
 
 def sync_try(call: HedgedCall, transport: Any, workers: Workers,
              record: Callable[[str, float, float], None], clock: Callable[[], float]
-             ) -> Ended:
-    """Run ``call``'s hedged try on ``workers``."""
-    results: queue.SimpleQueue[tuple[Slot, Response | Exception]] = queue.SimpleQueue()
+             ) -> Ended | None:
+    """Run ``call``'s hedged try on ``workers``; ``None``: no worker is free, so the
+    request goes unhedged on the caller's thread (nothing was started)."""
+    generation = workers.generation
+    if not workers.reserve(generation):
+        return None
+    results: queue.SimpleQueue[tuple[Slot, Response | BaseException]] = queue.SimpleQueue()
     lock = threading.Lock()
     over = False
     origin = call.origin
@@ -88,7 +123,7 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         start = clock()
         try:
             response = transport.handle_request(slot.request)
-        except Exception as exc:
+        except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
             results.put((slot, exc))
             return
         end = clock()
@@ -108,11 +143,26 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
                 _, late = results.get_nowait()
             except queue.Empty:
                 return
-            if not isinstance(late, Exception):
+            if not isinstance(late, BaseException):
                 late.close()
 
+    def start_hedge() -> bool:
+        if not workers.reserve(generation):
+            return False
+        hedge = call.hedge()
+        if hedge is None:
+            workers.release()
+            return False
+        workers.submit(work, hedge)
+        return True
+
     try:
-        workers.submit(work, call.begin())
+        try:
+            first = call.begin()
+        except BaseException:
+            workers.release()
+            raise
+        workers.submit(work, first)
         next_at = time.monotonic() + call.delay
         while True:
             timeout = None
@@ -121,16 +171,16 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
             try:
                 slot, result = results.get(timeout=timeout)
             except queue.Empty:
-                hedge = call.hedge()
-                if hedge is not None:
-                    workers.submit(work, hedge)
+                start_hedge()
                 next_at = time.monotonic() + call.delay
                 continue
+            if not isinstance(result, Exception) and isinstance(result, BaseException):
+                raise result  # an interrupt in an attempt: the request ends with it
             verdict, wait = call.done(slot, result)
             if verdict == "more":
-                hedge = call.hedge()  # a retryable outcome starts the next at once
-                if hedge is not None:
-                    workers.submit(work, hedge)
+                if not isinstance(result, Exception):
+                    result.close()  # a retryable answer: its connection goes back
+                if start_hedge():  # a retryable outcome starts the next at once
                     next_at = time.monotonic() + call.delay
                 continue
             finish()
@@ -145,6 +195,7 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                     record: Callable[[str, float, float], None], clock: Callable[[], float],
                     aclose: Callable[[Response, Flavour], Awaitable[None]]) -> Ended:
     """Run ``call``'s hedged try in a task group (asyncio and trio alike)."""
+    first = call.begin()  # outside the group: a DeadlineExceeded is raised as it is
     send, receive = anyio.create_memory_object_stream[tuple[Slot, Response | Exception]](
         math.inf)
     origin = call.origin
@@ -156,6 +207,10 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
         except Exception as exc:
             send.send_nowait((slot, exc))
             return
+        except BaseException:  # cancelled: it took at least this long (a lower bound)
+            end = clock()
+            record(origin, end - start, end)
+            raise
         end = clock()
         record(origin, end - start, end)
         send.send_nowait((slot, response))  # no checkpoint since the response came
@@ -165,7 +220,7 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
     wait: float | None = None
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(work, call.begin())
+            group.start_soon(work, first)
             next_at = anyio.current_time() + call.delay
             while True:
                 item = None
@@ -183,6 +238,8 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                 slot, result = item
                 verdict, wait = call.done(slot, result)
                 if verdict == "more":
+                    if not isinstance(result, Exception):
+                        await aclose(result, flavour)  # its connection goes back
                     hedge = call.hedge()
                     if hedge is not None:
                         group.start_soon(work, hedge)
@@ -190,6 +247,12 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                     continue
                 group.cancel_scope.cancel()  # the others are not needed any more
                 break
+    except BaseException:
+        # Cancelled while the losers were being cancelled: the winner is handed to no one.
+        if result is not None and not isinstance(result, Exception) and verdict != "more":
+            with anyio.CancelScope(shield=True):
+                await aclose(result, flavour)
+        raise
     finally:
         if receive.statistics().current_buffer_used:  # answers that came in, unread
             with anyio.CancelScope(shield=True):

@@ -60,11 +60,13 @@ Verdict = Literal["win", "more", "retry", "stop"]
 class HedgedCall(RetryCall):
     """A :class:`~._core.RetryCall` whose first try may have several attempts in flight."""
 
-    __slots__ = ("_current", "_slots", "delay", "hedged", "hedging")
+    __slots__ = ("_current", "_number", "_slots", "_stopped", "delay", "hedged", "hedging")
 
     def __init__(self, controller: Controller, request: Request, hedging: Hedging) -> None:
         self._slots: list[Slot] = []
         self._current: Slot | None = None
+        self._number = 0  # the hedge being admitted (what the guards read as ``attempt``)
+        self._stopped = False  # a guard refused a hedge: no more in this try
         self.hedging = hedging
         self.delay = 0.0
         super().__init__(controller, request)
@@ -73,8 +75,13 @@ class HedgedCall(RetryCall):
 
     def can_hedge(self) -> bool:
         """Whether another attempt could join the try later (a hedge's delay to wait)."""
-        return (len(self._slots) < self.policy.max_attempts
+        return (not self._stopped and len(self._slots) < self.policy.max_attempts
                 and self.running < self.hedging.max_attempts)
+
+    @property
+    def attempt(self) -> int:
+        """The number of the attempt being admitted or settled (a hedge's own number)."""
+        return self._number or self.retries + 1
 
     @property
     def running(self) -> int:
@@ -105,17 +112,25 @@ class HedgedCall(RetryCall):
     def hedge(self) -> Slot | None:
         """Another attempt, if one may start now: fewer than ``Hedging.max_attempts`` in
         flight, fewer than the policy's ``max_attempts`` in all, time left, and every guard
-        admitting it. ``None``: none starts (the try goes on with those in flight)."""
+        admitting it (once one refuses, no more hedges in this try). ``None``: none starts
+        (the try goes on with those in flight)."""
         slots = self._slots
-        if (len(slots) >= self.policy.max_attempts
+        if (self._stopped or len(slots) >= self.policy.max_attempts
                 or self.running >= self.hedging.max_attempts):
             return None
         progress = self._state()
         left = self._left(progress)
         if left is not None and left < MIN_ATTEMPT:
             return None
-        if self._controller.guards and self._admit(HEDGE) is REFUSED:
-            return None
+        if self._controller.guards:
+            self._number = len(slots) + 1
+            try:
+                refused = self._admit(HEDGE) is REFUSED
+            finally:
+                self._number = 0
+            if refused:  # hedges stop when a guard refuses one (gRPC: with throttling)
+                self._stopped = True
+                return None
         tickets, self._tickets = self._tickets, []
         slot = self._slot(len(slots) + 1, list(tickets), left, hedge=True)
         progress.hedges += 1

@@ -86,7 +86,7 @@ class AdaptiveThrottle:
         reject_statuses: the statuses that count as the service turning an attempt away
             (not as an accept). Default 429 and 503, the answers of an overloaded service.
             Any other status is an accept (a 404 or a 500 was handled by the backend); a
-            transient transport error counts as nothing.
+            transient transport error is a request without an accept.
         rng: a ``random.Random`` to draw from when a probability is above 0. Default: a new
             one (a seeded one makes decisions reproducible).
         clock: a monotonic clock in seconds. Default ``time.monotonic``; the simulator passes
