@@ -45,12 +45,25 @@ _PATTERN: Final = 4096
 _SAMPLE_SEED: Final = 0x1A7E
 
 
+#: The draws, made once: each transport goes through them from the start.
+def _draws() -> tuple[float, ...]:
+    draw = random.Random(_SAMPLE_SEED).random
+    return tuple(draw() for _ in range(_PATTERN))
+
+
+_DRAWS: Final = _draws()
+
+
 def timings(share: float) -> Callable[[], bool]:
     """What says whether to time an attempt: True for a random ``share`` of the calls."""
     if share >= 1.0:
         return itertools.repeat(True).__next__
-    draws = random.Random(_SAMPLE_SEED)
-    return itertools.cycle([draws.random() < share for _ in range(_PATTERN)]).__next__
+    if share == LATENCY_SAMPLE:
+        return itertools.cycle(_SAMPLE).__next__
+    return itertools.cycle([draw < share for draw in _DRAWS]).__next__
+
+
+_SAMPLE: Final = tuple(draw < LATENCY_SAMPLE for draw in _DRAWS)
 
 
 class _LockedCount(Iterator[int]):
