@@ -539,3 +539,39 @@ def test_a_forked_child_gets_a_new_lock_and_keeps_the_counts() -> None:
             pytest.fail("the child waited on the parent's lock")
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_hot_counts_the_origins_that_could_refuse() -> None:
+    """What lets a transport skip the throttle for first attempts: the origins whose counts
+    could refuse one, kept in step through records, refusals, the window and pruning."""
+    clock = Clock()
+    t = throttle(clock, window=10.0, rng=FixedRandom(0.0))
+    assert t.hot == 0
+    fill(t, 20, 10)  # at the boundary: nothing could be refused
+    assert t.hot == 0
+    t.record(A, False)  # one past it
+    assert t.hot == 1 and t.probability(A) > 0
+    fill(t, 10, 0, origin=OTHER)
+    assert t.hot == 2
+    assert t.decide(OTHER) is not None  # a refusal keeps it hot
+    assert t.hot == 2
+    for _ in range(2):
+        t.record(A, True)  # accepts catch up: 23 requests <= 2 * 12
+    assert t.hot == 1
+    clock.now += 10.0 + 10.0 / _BUCKETS  # the window forgets everything
+    assert t.probability(OTHER) == 0.0
+    assert t.hot == 0
+
+
+def test_pruning_a_hot_origin_cools_the_count() -> None:
+    clock = Clock()
+    window = 10.0
+    t = AdaptiveThrottle(window=window, rng=random.Random(0), clock=clock)
+    t.record(A, False)  # 1 request, 0 accepts: hot
+    assert t.hot == 1
+    for n in range(_PRUNE_AT - 1):  # with A, the table is full
+        t.record(f"https://h{n}.example:443", True)
+    clock.now += window + window / _BUCKETS
+    t.record("https://new.example:443", True)  # the table is full: A is forgotten
+    assert A not in t._origins
+    assert t.hot == 0

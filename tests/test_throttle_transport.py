@@ -191,3 +191,18 @@ def test_the_error_pickles() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), copy.origin, copy.probability, str(copy)) == (
         rt.ThrottledError, ORIGIN, 0.5, "refused")
+
+
+def test_first_attempts_go_without_asking_until_an_origin_tips_over(
+        harness: Harness) -> None:
+    throttle = rt.AdaptiveThrottle(rng=Below(), clock=harness.clock)
+    handler, seen = answering(200, 200, 200, 503, 503, 503, 503, 200)
+    transport = harness.transport(handler, throttle=throttle, max_attempts=1)
+    for _ in range(7):
+        harness.send(transport)
+    assert throttle.counts(ORIGIN) == (7, 3)  # each counted, plain or not
+    assert throttle.rng.draws == 0  # type: ignore[attr-defined]
+    assert throttle.hot == 1  # 7 > 2 * 3: the next attempt is asked, and refused
+    with pytest.raises(rt.ThrottledError):
+        harness.send(transport)
+    assert len(seen) == 7

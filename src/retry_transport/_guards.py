@@ -337,14 +337,18 @@ class ThrottleGuard:
 
     reason = _THROTTLED
     learns = False
-    quiet = False  # any attempt may be refused: it is asked every time
-    plain = None
+    plain = _SENT  # a first attempt let through: its outcome is counted
     tally = None
 
     def __init__(self, throttle: AdaptiveThrottle, observer: Observer) -> None:
         self.throttle = throttle
         self.observer = observer
         self.refused = itertools.count()  # refusals, for the stats (next() under the GIL)
+
+    @property
+    def quiet(self) -> bool:
+        """No origin's counts could refuse an attempt: first attempts go without asking."""
+        return self.throttle.hot == 0
 
     def plain_for(self, request: Request) -> bool:
         return False

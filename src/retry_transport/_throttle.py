@@ -59,8 +59,8 @@ _PRUNE_AT: Final = 1024
 class _Origin:
     """One origin's counts over the window. Guarded by the throttle's lock."""
 
-    __slots__ = ("accepts", "index", "past_accepts", "past_requests", "requests", "ring",
-                 "until")
+    __slots__ = ("accepts", "index", "over", "past_accepts", "past_requests", "requests",
+                 "ring", "until")
 
     def __init__(self, index: int, until: float) -> None:
         self.index = index  # the current bucket: int(clock // bucket)
@@ -73,6 +73,7 @@ class _Origin:
         # The _BUCKETS buckets before the current one, bucket ``i`` at ``i % _BUCKETS``:
         # its requests there, its accepts at ``_BUCKETS + i % _BUCKETS``.
         self.ring = [0] * (2 * _BUCKETS)
+        self.over = False  # requests > k * accepts: an attempt may be refused
 
 
 class AdaptiveThrottle:
@@ -99,7 +100,7 @@ class AdaptiveThrottle:
     """
 
     __slots__ = ("__weakref__", "_bucket", "_lock", "_origins", "_prune_at", "clock", "hooks",
-                 "k", "reject_statuses", "rng", "window")
+                 "hot", "k", "reject_statuses", "rng", "window")
 
     def __init__(
         self,
@@ -124,6 +125,10 @@ class AdaptiveThrottle:
         self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
+        #: Origins whose counts could refuse an attempt (requests > k * accepts): while
+        #: none does, a transport sends first attempts without asking (read without the
+        #: lock; an attempt that races with an origin tipping over is judged by the next).
+        self.hot = 0
         self._prune_at = _PRUNE_AT
         self._lock = threading.Lock()
         track(self)  # a forked child gets a new lock
@@ -196,6 +201,7 @@ class AdaptiveThrottle:
                 return None
             if self.rng.random() < chance:
                 entry.requests = requests + 1
+                self._mark(entry)
                 return chance
             return None
 
@@ -213,6 +219,7 @@ class AdaptiveThrottle:
             entry.requests += 1
             if accepted:
                 entry.accepts += 1
+            self._mark(entry)
 
     # -- inside the lock ----------------------------------------------------------------
 
@@ -232,6 +239,8 @@ class AdaptiveThrottle:
         origins = self._origins
         for origin, entry in list(origins.items()):
             if current - entry.index > _BUCKETS:
+                if entry.over:
+                    self.hot -= 1
                 del origins[origin]
         self._prune_at = max(_PRUNE_AT, 2 * len(origins))
 
@@ -268,6 +277,14 @@ class AdaptiveThrottle:
         # A clock that went back stays in the current bucket; one where now // bucket
         # rounds below the bucket's end asks again next time, harmlessly.
         entry.until = (entry.index + 1) * self._bucket
+        self._mark(entry)
+
+    def _mark(self, entry: _Origin) -> None:
+        """Keep ``hot`` in step with ``entry``'s counts (under the lock)."""
+        over = entry.requests > self.k * entry.accepts
+        if over is not entry.over:
+            entry.over = over
+            self.hot += 1 if over else -1
 
 
 def _statuses(value: object) -> frozenset[int]:
