@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -18,12 +18,31 @@ __all__ = [
 ]
 
 
-class CooldownErrorBase(Exception):
+class _Rebuilt(Exception):
+    """Pickling for the errors below, whose constructors take keyword-only arguments: the
+    message, the request, and the attributes named in ``_fields``. The class's own method
+    rebuilds it, so a pickle names only the public class."""
+
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        values = tuple(getattr(self, name) for name in self._fields)
+        return (type(self)._rebuild, (str(self), self.request, *values),  # type: ignore[attr-defined]
+                self.__dict__)
+
+    @classmethod
+    def _rebuild(cls, message: str, request: Any, *values: Any) -> _Rebuilt:
+        return cls(message, request=request,  # type: ignore[call-arg]
+                   **dict(zip(cls._fields, values, strict=True)))
+
+
+class CooldownErrorBase(_Rebuilt):
     """What every flavour's ``CooldownError`` shares: the origin and the seconds left.
 
     Mixed in ahead of the flavour's ``TransportError``, whose constructor takes the request.
     """
 
+    _fields = ("origin", "remaining")
     origin: str
     remaining: float
 
@@ -31,20 +50,6 @@ class CooldownErrorBase(Exception):
         super().__init__(message, request=request)  # type: ignore[call-arg]
         self.origin = origin
         self.remaining = remaining
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only arguments: pickle and copy need to be told how to rebuild it. The
-        # class's own method does it, so a pickle names only the public class.
-        return (
-            type(self)._rebuild,
-            (str(self), self.origin, self.remaining, self.request),  # type: ignore[attr-defined]
-            self.__dict__,
-        )
-
-    @classmethod
-    def _rebuild(cls, message: str, origin: str, remaining: float, request: Any
-                 ) -> CooldownErrorBase:
-        return cls(message, origin=origin, remaining=remaining, request=request)
 
 
 class CooldownError(CooldownErrorBase, httpx.TransportError):
@@ -81,20 +86,12 @@ class CircuitOpenError(CircuitOpenErrorBase, httpx.TransportError):
     """
 
 
-class DeadlineExceededBase(Exception):
+class DeadlineExceededBase(_Rebuilt):
     """What every flavour's ``DeadlineExceeded`` shares. Mixed in ahead of the flavour's
     ``TimeoutException``, whose constructor takes the request."""
 
     def __init__(self, message: str, *, request: Any) -> None:
         super().__init__(message, request=request)  # type: ignore[call-arg]
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self)._rebuild, (str(self), self.request),  # type: ignore[attr-defined]
-                self.__dict__)
-
-    @classmethod
-    def _rebuild(cls, message: str, request: Any) -> DeadlineExceededBase:
-        return cls(message, request=request)
 
 
 class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException):
@@ -109,10 +106,11 @@ class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException):
     """
 
 
-class ThrottledErrorBase(Exception):
+class ThrottledErrorBase(_Rebuilt):
     """What every flavour's ``ThrottledError`` shares: the origin and the probability the
     attempt was refused with. Mixed in ahead of the flavour's ``TransportError``."""
 
+    _fields = ("origin", "probability")
     origin: str
     probability: float
 
@@ -120,18 +118,6 @@ class ThrottledErrorBase(Exception):
         super().__init__(message, request=request)  # type: ignore[call-arg]
         self.origin = origin
         self.probability = probability
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (
-            type(self)._rebuild,
-            (str(self), self.origin, self.probability, self.request),  # type: ignore[attr-defined]
-            self.__dict__,
-        )
-
-    @classmethod
-    def _rebuild(cls, message: str, origin: str, probability: float, request: Any
-                 ) -> ThrottledErrorBase:
-        return cls(message, origin=origin, probability=probability, request=request)
 
 
 class ThrottledError(ThrottledErrorBase, httpx.TransportError):
