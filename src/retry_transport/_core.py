@@ -242,10 +242,8 @@ class RetryCall(TimeLeft):
                 self._settle(None)  # the guards that admitted it so far: no verdict
                 if carried is HEDGE:
                     return REFUSED
-                if not first and carried is not None:  # a retry not sent after all: what
-                    guards = self._controller.guards  # the later guards' vetoes took back
-                    for later in range(index + 1, len(guards)):
-                        guards[later].refund(self, carried[later])  # type: ignore[index]
+                if not first and carried is not None:  # a retry not sent after all
+                    self._give_back(carried, index + 1)  # type: ignore[arg-type]
                 self._refuse(ticket)  # type: ignore[arg-type]
             if kind is Hold:
                 if hold is None or ticket.wait > hold.wait:  # type: ignore[attr-defined]

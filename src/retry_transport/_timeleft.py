@@ -71,16 +71,22 @@ class TimeLeft:
             self._expired(progress, left)
         return left
 
+    def _give_back(self, carried: list[object], start: int) -> None:
+        """A retry is not sent after all: what the vetoes of the guards from index
+        ``start`` on took for it (``carried``, by guard index) goes back."""
+        guards = self._controller.guards
+        for index in range(start, len(guards)):
+            guards[index].refund(self, carried[index])  # type: ignore[arg-type]  # a RetryCall
+
     def _expired(self, progress: Any, left: float) -> NoReturn:
         """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go.
         Before a retry, the retry that was waited for counts in ``retries``, as for a guard's
         refusal (``_refuse``)."""
         history = tuple(progress.history)
         carried = progress.carried
-        if history and carried is not None:  # what the vetoes took for this retry goes back
+        if history and carried is not None:  # a retry not sent after all
             progress.carried = None
-            for guard, answer in zip(self._controller.guards, carried, strict=True):
-                guard.refund(self, answer)  # type: ignore[arg-type]  # a RetryCall
+            self._give_back(carried, 0)
         info = RetryInfo(len(history), len(history), history, progress.total_wait, _DEADLINE)
         if history:
             message = (f"the deadline passed while waiting to send attempt "
