@@ -8,6 +8,7 @@ in, from the rule order of ``_rules``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import sysconfig
@@ -45,25 +46,19 @@ _PATTERN: Final = 4096
 _SAMPLE_SEED: Final = 0x1A7E
 
 
-#: The draws, made once: each transport goes through them from the start.
-def _draws() -> tuple[float, ...]:
+@functools.cache
+def _pattern(share: float) -> tuple[bool, ...]:
+    """Which of the seeded draws time an attempt, made once per share and process: each
+    transport goes through the pattern from its start."""
     draw = random.Random(_SAMPLE_SEED).random
-    return tuple(draw() for _ in range(_PATTERN))
-
-
-_DRAWS: Final = _draws()
+    return tuple(draw() < share for _ in range(_PATTERN))
 
 
 def timings(share: float) -> Callable[[], bool]:
     """What says whether to time an attempt: True for a random ``share`` of the calls."""
     if share >= 1.0:
         return itertools.repeat(True).__next__
-    if share == LATENCY_SAMPLE:
-        return itertools.cycle(_SAMPLE).__next__
-    return itertools.cycle([draw < share for draw in _DRAWS]).__next__
-
-
-_SAMPLE: Final = tuple(draw < LATENCY_SAMPLE for draw in _DRAWS)
+    return itertools.cycle(_pattern(share)).__next__
 
 
 class _LockedCount(Iterator[int]):
