@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import httpx
+from hedging import sync_rounds  # benchmarks/, the script's own folder
 
 import retry_transport as rt
 
@@ -23,22 +23,12 @@ REQUESTS = 4000
 
 
 def main() -> int:
-    request = httpx.Request("GET", "https://api.example.com/items")
     arms = {
         "without": rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200))),
         "with": rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)),
                                   throttle=rt.AdaptiveThrottle()),
     }
-    results: dict[str, list[float]] = {name: [] for name in arms}
-    for transport in arms.values():
-        for _ in range(REQUESTS // 4):
-            transport.handle_request(request)
-    for _ in range(ROUNDS):
-        for name, transport in arms.items():
-            start = time.perf_counter()
-            for _ in range(REQUESTS):
-                transport.handle_request(request)
-            results[name].append((time.perf_counter() - start) / REQUESTS * 1e6)
+    results = sync_rounds(arms, ROUNDS, REQUESTS)
     differences = [b - a for a, b in zip(results["without"], results["with"], strict=True)]
     print(f"Python {sys.version.split()[0]}, {ROUNDS} rounds x {REQUESTS:,} requests per arm")
     print(f"  without a throttle {statistics.median(results['without']):6.2f} us/req, "
