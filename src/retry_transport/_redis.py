@@ -28,15 +28,12 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, cast
 from urllib.parse import unquote, urlsplit
 
 from . import _store
 from ._store import Election, EventKind, MemoryStore, Outbox, shown_url, well_formed
 from ._validate import check_seconds
-
-if TYPE_CHECKING:
-    import redis
 
 __all__ = ["RedisStore"]
 
@@ -185,7 +182,7 @@ class RedisStore(MemoryStore):
         self.prefix = prefix
         no_retry = Retry(NoBackoff(), 0)
         try:
-            pool = redis.ConnectionPool.from_url(
+            pool = cast(Any, redis.ConnectionPool).from_url(
                 url,
                 socket_timeout=self.socket_timeout,
                 socket_connect_timeout=self.socket_timeout,
@@ -199,7 +196,9 @@ class RedisStore(MemoryStore):
             quoted = re.findall(r"'([^']*)'", str(exc))
             reason = "" if any(q not in shown for q in quoted) else f": {exc}"
             raise ValueError(f"url must be a Redis URL, got {shown!r}{reason}") from None
-        self._redis: redis.Redis = redis.Redis(connection_pool=pool, retry=no_retry)
+        # Any: redis 5 to 8 annotate the client differently (untyped calls in one release,
+        # unions of awaitables in another), so mypy's verdict must not hang on the release.
+        self._redis: Any = redis.Redis(connection_pool=pool, retry=no_retry)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         # Redis answered, but refused (out of memory, a read-only replica): that write is
         # dropped, the connection kept.
@@ -478,7 +477,7 @@ class RedisStore(MemoryStore):
 
     def _session(self) -> Any:
         """A new subscription, for ``_connect`` and ``_turn``; its ``reset()`` ends it."""
-        return self._redis.pubsub()  # type: ignore[no-untyped-call]
+        return self._redis.pubsub()
 
     def _guarded(self, step: Callable[[Any], None], pubsub: Any) -> bool:
         """Run one step of the store's thread (connecting, or a turn); False, the trouble
