@@ -142,7 +142,7 @@ async def test_one_object_serves_several_tasks_at_once(anyio_backend: str) -> No
 
 
 def test_clock_must_be_callable() -> None:
-    with pytest.raises(ValueError, match="clock"):
+    with pytest.raises(TypeError, match="clock"):
         rt.deadline(1.0, clock=5)  # type: ignore[arg-type]
 
 

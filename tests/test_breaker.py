@@ -594,7 +594,10 @@ def test_state_rejects_what_is_no_url_object(bad: object) -> None:
     ],
 )
 def test_construction_validates_every_argument(name: str, value: object) -> None:
-    with pytest.raises(ValueError, match=name):
+    """A wrong value is a ValueError, something not callable where a function belongs a
+    TypeError; each names the argument."""
+    error = TypeError if name in ("clock", "hooks") else ValueError
+    with pytest.raises(error, match=name):
         CircuitBreaker(**{name: value})
 
 
@@ -608,9 +611,9 @@ def test_async_hooks_are_refused() -> None:
     async def hook(event: RetryEvent) -> None:
         pass
 
-    with pytest.raises(ValueError, match="hooks"):
+    with pytest.raises(TypeError, match="hooks"):
         CircuitBreaker(hooks=hook)
-    with pytest.raises(ValueError, match="hooks"):
+    with pytest.raises(TypeError, match="hooks"):
         CircuitBreaker(hooks=[print, hook])
 
 

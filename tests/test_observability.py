@@ -98,7 +98,7 @@ def test_a_raising_hook_is_logged_and_harmless(
 
 def test_hooks_must_be_callable() -> None:
     """A non-callable hook is a configuration error."""
-    with pytest.raises(ValueError, match="hooks"):
+    with pytest.raises(TypeError, match="hooks"):
         rt.RetryTransport(hooks=["not callable"])  # type: ignore[list-item]
 
 

@@ -309,3 +309,43 @@ def test_a_base_delay_over_max_delay_is_refused_naming_both(base: float, cap: fl
 def test_an_unknown_field_suggests_the_nearest() -> None:
     with pytest.raises(ValueError, match=r"max_atempts \(did you mean 'max_attempts'\?\)"):
         rt.RetryPolicy().replace(max_atempts=2)
+
+
+#: Every option that takes seconds, given a number no float can hold.
+_HUGE = 10**400
+
+
+@pytest.mark.parametrize(("name", "make"), [
+    ("deadline", lambda: rt.RetryTransport(deadline=_HUGE)),
+    ("deadline", lambda: rt.AsyncRetryTransport(deadline=_HUGE)),
+    ("deadline", lambda: rt.RetryPolicy(deadline=_HUGE)),
+    ("max_delay", lambda: rt.RetryPolicy(max_delay=_HUGE)),
+    ("base_delay", lambda: rt.RetryPolicy(base_delay=-_HUGE)),
+    ("max_retry_after", lambda: rt.RetryPolicy(max_retry_after=_HUGE)),
+    ("seconds", lambda: rt.deadline(_HUGE)),
+    ("delay", lambda: rt.Hedging(_HUGE)),
+    ("break_duration", lambda: rt.CircuitBreaker(break_duration=_HUGE)),
+    ("max_break_duration", lambda: rt.CircuitBreaker(max_break_duration=_HUGE)),
+    ("window", lambda: rt.CircuitBreaker(window=_HUGE)),
+    ("capacity", lambda: rt.RetryBudget(capacity=_HUGE)),
+    ("k", lambda: rt.AdaptiveThrottle(k=_HUGE)),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_an_int_too_large_for_a_float_is_a_value_error(name: str, make: Any) -> None:
+    """10**400 is refused like any value out of range, with the ValueError naming the
+    field, not an OverflowError from converting it."""
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_an_int_too_large_for_a_float_is_a_value_error_per_request() -> None:
+    """The same for a per-request override: the ValueError naming the field, nothing sent."""
+    import httpx
+
+    seen: list[httpx.Request] = []
+    transport = rt.RetryTransport(httpx.MockTransport(
+        lambda request: seen.append(request) or httpx.Response(200)))
+    with httpx.Client(transport=transport) as client:
+        for field in ("deadline", "max_delay"):
+            with pytest.raises(ValueError, match=field):
+                client.get("https://api.example.com/", extensions={"retry": {field: _HUGE}})
+    assert seen == []

@@ -401,7 +401,10 @@ def test_a_bad_origin_is_refused() -> None:
     ],
 )
 def test_invalid_arguments_name_themselves(name: str, value: object) -> None:
-    with pytest.raises(ValueError, match=name):
+    """A wrong value is a ValueError, something not callable where a function belongs a
+    TypeError; each names the argument."""
+    error = TypeError if name in ("clock", "hooks") else ValueError
+    with pytest.raises(error, match=name):
         AdaptiveThrottle(**{name: value})
 
 
@@ -409,7 +412,7 @@ def test_async_hooks_are_refused() -> None:
     async def hook(event: object) -> None:
         pass
 
-    with pytest.raises(ValueError, match="hooks"):
+    with pytest.raises(TypeError, match="hooks"):
         AdaptiveThrottle(hooks=[hook])
 
 

@@ -833,28 +833,29 @@ def test_retry_info_of_anything_else_is_none() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "field"),
+    ("kwargs", "field", "error"),
     [
-        ({"auto_idempotency_key": "no"}, "auto_idempotency_key"),
-        ({"sleep": 5}, "sleep"),
-        ({"clock": "x"}, "clock"),
-        ({"wallclock": 1.0}, "wallclock"),
-        ({"hooks": 5}, "hooks"),
-        ({"jitter": ["full"]}, "jitter"),
-        ({"retry_statuses": [[503]]}, "retry_statuses"),
-        ({"cooldown": 1}, "cooldown"),
-        ({"budget": 500}, "budget"),
-        ({"rng": 42}, "rng"),
-        ({"policy": {"max_attempts": 2}}, "policy"),
+        ({"auto_idempotency_key": "no"}, "auto_idempotency_key", ValueError),
+        ({"sleep": 5}, "sleep", TypeError),
+        ({"clock": "x"}, "clock", TypeError),
+        ({"wallclock": 1.0}, "wallclock", TypeError),
+        ({"hooks": 5}, "hooks", TypeError),
+        ({"jitter": ["full"]}, "jitter", ValueError),
+        ({"retry_statuses": [[503]]}, "retry_statuses", ValueError),
+        ({"cooldown": 1}, "cooldown", ValueError),
+        ({"budget": 500}, "budget", ValueError),
+        ({"rng": 42}, "rng", ValueError),
+        ({"policy": {"max_attempts": 2}}, "policy", ValueError),
     ],
 )
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_bad_transport_options_name_the_field(
-    transport: str, kwargs: dict[str, Any], field: str
+    transport: str, kwargs: dict[str, Any], field: str, error: type[Exception]
 ) -> None:
-    """Every option is checked at construction, with a ValueError that names it."""
+    """Every option is checked at construction, with an error that names it: a TypeError
+    for something that should be callable and is not."""
     cls = getattr(rt, transport)
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(error, match=field):
         cls(**kwargs)
 
 
@@ -945,7 +946,7 @@ def test_async_hooks_are_refused() -> None:
             pass
 
     for bad in (hook, Hook()):
-        with pytest.raises(ValueError, match="never awaited"):
+        with pytest.raises(TypeError, match="never awaited"):
             rt.AsyncRetryTransport(hooks=[bad])
 
 
@@ -1038,15 +1039,15 @@ class _Sleeper:
         "lambda"])
 def test_a_plain_sleep_is_refused_by_the_async_transport(bad: Any) -> None:
     """AsyncRetryTransport(sleep=time.sleep) would block the event loop for the whole wait,
-    then fail: a function that is not async is refused at construction, naming sleep (a
+    then fail: a function that is not async is a TypeError at construction, naming sleep (a
     lambda too, even one that returns a coroutine: the kind is what the function is)."""
-    with pytest.raises(ValueError, match="sleep must be an async function"):
+    with pytest.raises(TypeError, match="sleep must be an async function"):
         rt.AsyncRetryTransport(sleep=bad)
     rt.RetryTransport(sleep=bad)  # the right kind for the sync transport
 
 
 def test_a_coroutine_sleep_is_refused_by_the_sync_transport() -> None:
-    """RetryTransport(sleep=asyncio.sleep) would never wait: refused at construction."""
+    """RetryTransport(sleep=asyncio.sleep) would never wait: a TypeError at construction."""
     import asyncio
 
     class AsyncSleeper:
@@ -1058,7 +1059,7 @@ def test_a_coroutine_sleep_is_refused_by_the_sync_transport() -> None:
 
     for bad in (asyncio.sleep, AsyncSleeper(), AsyncSleeper().nap,
                 functools.partial(anyio.sleep)):
-        with pytest.raises(ValueError, match="sleep must be a plain function"):
+        with pytest.raises(TypeError, match="sleep must be a plain function"):
             rt.RetryTransport(sleep=bad)  # type: ignore[arg-type]
         rt.AsyncRetryTransport(sleep=bad)  # the right kind for the async transport
 
@@ -1076,65 +1077,100 @@ class _Recorder:
         return self.result(seconds)
 
 
-def test_a_sleep_returning_an_awaitable_is_refused_by_the_sync_transport_at_once() -> None:
-    """A sync transport given a sleep that returns a coroutine never waited, yet reported
-    the waits. Now its first request raises TypeError before anything is sent or reported,
-    and the coroutine is closed, so no "never awaited" warning follows."""
+def test_a_sleep_returning_an_awaitable_fails_at_its_first_wait_on_the_sync_transport() -> None:
+    """A sync transport given a sleep that returns a coroutine would never wait: its first
+    wait raises TypeError, no further attempt is sent, and the coroutine is closed, so no
+    "never awaited" warning follows. The sleep was asked for that one wait only."""
     handler, seen = script(503, 503, 200)
-    events: list[rt.RetryEvent] = []
     sleep = _Recorder(anyio.sleep)
-    transport = rt.RetryTransport(httpx.MockTransport(handler), sleep=sleep,
-                                  hooks=[events.append])
+    transport = rt.RetryTransport(httpx.MockTransport(handler), sleep=sleep, jitter="none",
+                                  base_delay=0.25)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(TypeError, match="sleep must be a plain function"):
             httpx.Client(transport=transport).get("https://api.example.com/")
         gc.collect()
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
-    assert sleep.given == [0.0]  # tried with 0 seconds, never with a wait
-    assert seen == [] and events == []
-    assert transport.stats.requests == 0 and transport.stats.retries == 0
+    assert sleep.given == [0.25]
+    assert len(seen) == 1
 
 
 @pytest.mark.anyio
-async def test_a_sleep_returning_no_awaitable_is_refused_by_the_async_transport_at_once(
+async def test_a_sleep_returning_no_awaitable_fails_at_its_first_wait_on_the_async_transport(
     anyio_backend: str,
 ) -> None:
     """An async transport given a sync sleep it cannot tell from an async one (an object
-    with a plain __call__) used to block the event loop for the whole wait before failing.
-    Now it is tried with 0 seconds first: TypeError naming sleep, nothing sent, and it was
-    never asked to wait."""
+    with a plain __call__) finds out at its first wait: TypeError naming sleep, and no
+    further attempt is sent."""
     handler, seen = script(503, 200)
     sleep = _Recorder()
-    transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), sleep=sleep)
+    transport = rt.AsyncRetryTransport(httpx.MockTransport(handler), sleep=sleep,
+                                       jitter="none", base_delay=0.25)
     request = httpx.Request("GET", "https://api.example.com/")
     with pytest.raises(TypeError, match="sleep must be an async function"):
         await transport.handle_async_request(request)
-    assert sleep.given == [0.0]
-    assert seen == []
-    assert transport.stats.requests == 0
+    assert sleep.given == [0.25]
+    assert len(seen) == 1
 
 
-def test_a_sleep_of_the_right_kind_is_tried_once(harness: Harness) -> None:
-    """A callable object of the right kind is called once with 0 seconds, before the
-    transport's first request, and from then on only with the waits."""
-    handler, seen = script(503, 200, 503, 200)
+def _recording_sleep(kind: str, harness: Harness) -> tuple[Any, Callable[[], list[float]]]:
+    """A sleep of the harness's kind (plain for sync, async otherwise) built as ``kind``:
+    a callable object, a bound method, a ``functools.partial`` or a mock; and a function
+    returning what it was given so far."""
+    from unittest import mock
 
-    def asleep(seconds: float) -> Awaitable[None]:
-        return harness.clock.asleep(seconds)
+    sync = harness.mode == "sync"
+    if kind == "mock":
+        recorder = (mock.Mock(side_effect=harness.clock.sleep) if sync
+                    else mock.AsyncMock(side_effect=harness.clock.asleep))
+        return recorder, lambda: [call.args[0] for call in recorder.call_args_list]
+    given: list[float] = []
+    wait: Callable[[float], Any] = harness.clock.sleep if sync else harness.clock.asleep
 
-    sleep = _Recorder(harness.clock.sleep if harness.mode == "sync" else asleep)
+    def record(store: list[float], seconds: float) -> Any:
+        store.append(seconds)
+        return wait(seconds)
+
+    class Sleeper:
+        def __call__(self, seconds: float) -> Any:  # a plain __call__: its kind is unknown
+            return record(given, seconds)
+
+        def nap(self, seconds: float) -> Any:
+            return record(given, seconds)
+
+        async def anap(self, seconds: float) -> None:
+            await record(given, seconds)
+
+    sleep = {
+        "object": Sleeper(),
+        "method": Sleeper().nap if sync else Sleeper().anap,
+        "partial": functools.partial(record, given) if sync else functools.partial(Sleeper()),
+    }[kind]
+    return sleep, lambda: list(given)
+
+
+@pytest.mark.parametrize("kind", ["object", "method", "partial", "mock"])
+def test_the_users_sleep_is_called_only_to_wait(harness: Harness, kind: str) -> None:
+    """A user's sleep (a callable object, a bound method, a partial, a mock) is called once
+    per wait with that wait, and never otherwise: not at construction, not before the
+    first request, not on a success."""
+    handler, seen = script(200, 503, 200, 503, 200)
+    sleep, given = _recording_sleep(kind, harness)
     transport = harness.transport(handler, sleep=sleep, jitter="none", base_delay=0.5)
+    assert given() == []
+    assert harness.send(transport).status_code == 200
+    assert given() == []
     for _ in range(2):
         assert harness.send(transport).status_code == 200
-    assert sleep.given == [0.0, 0.5, 0.5]
-    assert len(seen) == 4
+    assert given() == [0.5, 0.5]
+    assert harness.waits == [0.5, 0.5]
+    assert len(seen) == 5
 
 
 @pytest.mark.parametrize("value", ["print", b"hook"])
 def test_a_string_is_not_a_list_of_hooks(value: Any) -> None:
     """hooks="print" names the mistake: a string, not a list of callables."""
-    with pytest.raises(ValueError, match="got the string"):
+    with pytest.raises(TypeError, match="got the string"):
         rt.RetryTransport(hooks=value)
 
 

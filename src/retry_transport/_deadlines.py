@@ -14,14 +14,13 @@ request starts, and ask the scope for the time left whenever they decide (``_cor
 from __future__ import annotations
 
 import contextvars
-import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
-from ._validate import MAX_SECONDS
+from ._validate import MAX_SECONDS, is_number
 
 __all__ = ["Scope", "current", "deadline", "fresh", "time_left"]
 
@@ -75,12 +74,7 @@ def time_left() -> float | None:
 
 
 def _seconds(seconds: object) -> float:
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or not 0 < seconds <= MAX_SECONDS
-    ):
+    if not is_number(seconds) or not 0 < seconds <= MAX_SECONDS:
         raise ValueError(
             f"seconds must be a finite number > 0 and at most {MAX_SECONDS:g}, got {seconds!r}"
         )
@@ -105,7 +99,8 @@ class deadline:  # a context manager named as a function, like contextlib's
             virtual time passes the same clock here and to the transport.
 
     Raises:
-        ValueError: ``seconds`` is not a finite number > 0, or ``clock`` is not callable.
+        ValueError: ``seconds`` is not a finite number > 0 (and at most 1e9).
+        TypeError: ``clock`` is not callable.
     """
 
     __slots__ = ("clock", "seconds")
@@ -113,7 +108,7 @@ class deadline:  # a context manager named as a function, like contextlib's
     def __init__(self, seconds: float, *, clock: Callable[[], float] | None = None) -> None:
         self.seconds = _seconds(seconds)
         if clock is not None and not callable(clock):
-            raise ValueError(f"clock must be a callable returning seconds, got {clock!r}")
+            raise TypeError(f"clock must be a callable returning seconds, got {clock!r}")
         self.clock: Callable[[], float] = clock if clock is not None else time.monotonic
 
     def __enter__(self) -> deadline:

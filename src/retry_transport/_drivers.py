@@ -43,7 +43,6 @@ from ._plain import plain_final, plain_first
 from ._policy import RetryPolicy
 from ._store import MemoryStore
 from ._throttle import AdaptiveThrottle
-from ._validate import function_kind
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
@@ -60,15 +59,13 @@ _Async = TypeVar("_Async")
 def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, sync: bool,
            clock: Callable[[], float]) -> None:
     """Both constructors' body, given their ``locals()``: the options checked once
-    (``_options``), the controller and the inner transport. ``_untried``: the sleep's kind
-    could not be told from it, so its first result is checked before the first request."""
+    (``_options``), the controller and the inner transport."""
     flavour = driver._flavour
     policy, settings, transport = configure(flavour, values, sync=sync,
                                             retry_types=(SyncRetry, AsyncRetry))
     driver._controller = Controller(policy, flavour=flavour, settings=settings,
                                     clock=settings.clock or clock)
     driver._transport = transport
-    driver._unknown_sleep = settings.sleep is not None and function_kind(settings.sleep) is None
     driver._untried = True
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
@@ -97,6 +94,19 @@ def _check_request(flavour: Flavour, request: object, *, sync: bool) -> None:
         )
     raise TypeError(f"{ours} serves {flavour.name} clients, but it was given {request!r}, "
                     f"which is no {flavour.name}.Request")
+
+
+def _wrong_client(flavour: Flavour, *, sync: bool) -> TypeError:
+    """The error for a transport given to a client of the other kind (an ``AsyncClient``
+    over the sync transport, or the reverse), naming the class to use: raised by the
+    other kind's entry points, which a transport has only to say so."""
+    module = _PUBLIC[flavour.name]
+    ours, theirs = ("RetryTransport", "AsyncRetryTransport")[::1 if sync else -1]
+    client, other = ("Client", "AsyncClient")[::1 if sync else -1]
+    return TypeError(
+        f"{module}.{ours} is the transport for {flavour.name}.{client}; for "
+        f"an {flavour.name}.{other} use {module}.{theirs}"
+    )
 
 
 def _awaitable(result: object) -> Awaitable[object]:
@@ -146,12 +156,9 @@ class _Common:
     _controller: Controller
     _transport: Any
     _flavour: ClassVar[Flavour]
-    #: Whether no request was handled yet: the first one is checked (its library, and a
-    #: sleep whose kind is not known), then this is False, so the success path checks
-    #: nothing.
+    #: Whether no request was handled yet: the first one's library is checked, then this
+    #: is False, so the success path checks nothing.
     _untried: bool = True
-    #: Whether ``sleep`` is of a kind not known yet: tried before the first request.
-    _unknown_sleep: bool = False
     #: The clock attempts' latencies are timed with, and where they are recorded.
     _lap: Callable[[], float]
     _record: Callable[[str, float, float], None]
@@ -269,13 +276,14 @@ class SyncRetry(_Common, Generic[_Sync]):
                 that would carry 0 ms is not sent. Default ``None``. Refused as
                 ``attempt_header`` is.
             rng: a ``random.Random`` for the jitter (seed it for reproducible waits).
-            sleep: the function that waits, given seconds: a plain function (a coroutine
-                function, or a partial or bound method of one, raises ``ValueError``: it
-                would never be awaited). Default ``time.sleep``. One whose kind cannot be
-                told from it (an object with a plain ``__call__``, a class) is called once
-                with 0 seconds before the transport's first request, and ``TypeError`` is
-                raised, nothing sent, if it returns an awaitable (closed unawaited); so is
-                any later wait that does.
+            sleep: the function that waits, given seconds, called once per wait with that
+                wait and never otherwise. A plain function: a coroutine function, or a
+                partial or bound method of one, or an object whose ``__call__`` is one,
+                raises ``TypeError`` (it would never be awaited). Default ``time.sleep``.
+                One whose kind cannot be told without calling it (an object with a plain
+                ``__call__``, a mock) is taken as it is; if a wait's call returns an
+                awaitable, it did not wait: the awaitable is closed unawaited and that
+                wait raises ``TypeError``.
             clock: a monotonic clock in seconds, for deadlines and cooldowns. Default
                 ``time.monotonic``.
             wallclock: the POSIX time in seconds, for ``Retry-After`` dates. Default
@@ -286,18 +294,16 @@ class SyncRetry(_Common, Generic[_Sync]):
         Raises:
             ValueError: an invalid value (the message names the argument or field), or
                 ``transport`` is itself a retry transport.
+            TypeError: a callable of the wrong kind (``sleep``, ``clock``, ``wallclock``,
+                ``hooks``), or an unknown keyword.
         """
         _build(self, locals(), sync=True, clock=time.monotonic)
         self._sleep = sleep if sleep is not None else time.sleep
         self._workers = Workers()
 
     def _first(self, request: Request) -> None:
-        """Before the first request: its library, and the first result of a sleep whose
-        kind was not known, checked with 0 seconds."""
+        """Before the first request: its library, checked."""
         _check_request(self._flavour, request, sync=True)
-        if self._unknown_sleep:
-            _waited(self._sleep(0.0))
-            self._unknown_sleep = False
         self._untried = False
 
     def handle_request(self, request: Request) -> Response:
@@ -375,6 +381,19 @@ class SyncRetry(_Common, Generic[_Sync]):
                 call.abandon()
             raise
 
+    # An AsyncClient's entry points: refused, naming AsyncRetryTransport, nothing sent.
+    def handle_async_request(self, request: Request) -> Response:
+        raise _wrong_client(self._flavour, sync=True)
+
+    def __aenter__(self) -> Self:
+        raise _wrong_client(self._flavour, sync=True)
+
+    def __aexit__(self, *exc_info: object) -> None:
+        raise _wrong_client(self._flavour, sync=True)
+
+    def aclose(self) -> None:
+        raise _wrong_client(self._flavour, sync=True)
+
     def close(self) -> None:
         """Wait for hedged attempts still running on the workers, stop them, and close the
         inner transport."""
@@ -430,32 +449,27 @@ class AsyncRetry(_Common, Generic[_Async]):
         virtual under trio's ``MockClock``). Every other argument is as for
         ``RetryTransport``.
 
-        ``sleep`` must be an async function of seconds (an ``async def``, or a partial or
-        bound method of one): a plain function or a builtin (``time.sleep``, a ``lambda``,
-        even one returning a coroutine) raises ``ValueError``, since it would block the
-        event loop. One whose kind cannot be told from it (an object with a plain
-        ``__call__``, a class) is called once with 0 seconds before the transport's first
-        request, its result awaited, and ``TypeError`` is raised, nothing sent, if that
-        result cannot be awaited; so is any later wait whose result cannot.
+        ``sleep`` is called once per wait with that wait, and never otherwise. It must be an
+        async function of seconds (an ``async def``, or a partial or bound method of one,
+        or an object whose ``__call__`` is one): a plain function or a builtin
+        (``time.sleep``, a ``lambda``, even one returning a coroutine) raises
+        ``TypeError``, since it would block the event loop. One whose kind cannot be told
+        without calling it (an object with a plain ``__call__``, a mock) is taken as it
+        is; a wait whose call returns no awaitable raises ``TypeError``.
         """
         _build(self, locals(), sync=False, clock=anyio.current_time)
         self._sleep = sleep if sleep is not None else anyio.sleep
 
-    async def _first(self, request: Request) -> None:
-        """Before the first request: its library, and the first result of a sleep whose
-        kind was not known, checked with 0 seconds."""
+    def _first(self, request: Request) -> None:
+        """Before the first request: its library, checked, and the event loop's clock."""
         _check_request(self._flavour, request, sync=False)
         if self._controller.settings.clock is None:  # the event loop's own clock, cheaply
             self._lap = _loop_clock()
-        if self._unknown_sleep:
-            result = _awaitable(self._sleep(0.0))
-            self._unknown_sleep = self._untried = False
-            await result
         self._untried = False
 
     async def handle_async_request(self, request: Request) -> Response:
         if self._untried:
-            await self._first(request)
+            self._first(request)
         controller = self._controller
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else self._call(request)
@@ -524,6 +538,19 @@ class AsyncRetry(_Common, Generic[_Async]):
             if call is not None:  # a cancel or an interrupt mid-attempt: the request back
                 call.abandon()
             raise
+
+    # A sync Client's entry points: refused, naming RetryTransport, nothing sent.
+    def handle_request(self, request: Request) -> Response:
+        raise _wrong_client(self._flavour, sync=False)
+
+    def __enter__(self) -> Self:
+        raise _wrong_client(self._flavour, sync=False)
+
+    def __exit__(self, *exc_info: object) -> None:
+        raise _wrong_client(self._flavour, sync=False)
+
+    def close(self) -> None:
+        raise _wrong_client(self._flavour, sync=False)
 
     async def aclose(self) -> None:
         await self._transport.aclose()

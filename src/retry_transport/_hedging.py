@@ -31,6 +31,8 @@ import re
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from ._validate import is_number
+
 if TYPE_CHECKING:
     from ._latency import LatencyTable
 
@@ -44,8 +46,7 @@ _REFRESH: Final = 1.0
 
 
 def _seconds(name: str, value: object) -> float:
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or value <= 0):
+    if not is_number(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
     return float(value)
 

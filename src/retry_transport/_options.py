@@ -152,16 +152,17 @@ _EXAMPLES: Final = {"attempt_header": "X-Attempt", "deadline_header": "X-Request
 
 
 def _sleep(value: object, *, sync: bool) -> None:
-    """Refuse a ``sleep`` of the wrong kind for the driver, when its kind can be told."""
+    """Refuse (``TypeError``) a ``sleep`` of the wrong kind for the driver, when its kind
+    can be told without calling it; one whose kind cannot is checked at its first wait."""
     kind = function_kind(value)
     if sync and kind == "async":
-        raise ValueError(
+        raise TypeError(
             f"sleep must be a plain function of seconds for RetryTransport, got the "
             f"coroutine function {value!r}: it would never be awaited, so no wait would "
             "happen (use AsyncRetryTransport with async code)"
         )
     if not sync and kind == "plain":
-        raise ValueError(
+        raise TypeError(
             f"sleep must be an async function of seconds for AsyncRetryTransport (such as "
             f"anyio.sleep or an async def), got the plain function {value!r}: it would block "
             "the event loop, and what it returns cannot be awaited (use RetryTransport with "

@@ -1,8 +1,10 @@
 """The checks every constructor shares: one statement of "a number of seconds", of "a count",
 of "a callable", of "hooks", of the header names HTTP keeps for itself.
 
-Each check returns the value as it is kept, or raises ``ValueError`` naming the argument, so
-that a bad configuration fails where it is written, never on the first request.
+Each check returns the value as it is kept, or raises naming the argument, so that a bad
+configuration fails where it is written, never on the first request: ``TypeError`` for a
+callable of the wrong kind (not callable at all, or async where a plain function is called),
+``ValueError`` for a wrong value.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeGuard, TypeVar
 
 __all__ = [
     "ATTEMPT_HEADER_REFUSED",
@@ -25,6 +28,7 @@ __all__ = [
     "check_seconds",
     "function_kind",
     "is_async_function",
+    "is_number",
 ]
 
 #: The longest time any option may name, in seconds (about 31 years): far beyond any sane
@@ -34,12 +38,14 @@ MAX_SECONDS: Final = 1e9
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _is_number(value: object) -> bool:
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float))
-        and math.isfinite(value)
-    )
+def is_number(value: object) -> TypeGuard[float]:
+    """A finite int or float (never a bool) that a float can hold: ``10**400`` is not one,
+    so every check refuses it with its ``ValueError`` instead of an ``OverflowError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= sys.float_info.max
+    return math.isfinite(value)
 
 
 def check_seconds(
@@ -50,8 +56,8 @@ def check_seconds(
 
     ``or_none``: the caller takes ``None`` too (and checks it first), so the message says so.
     """
-    if not _is_number(value) or not (
-        (0 <= value if zero else 0 < value) and value <= high  # type: ignore[operator]
+    if not is_number(value) or not (
+        (0 <= value if zero else 0 < value) and value <= high
     ):
         low = ">= 0" if zero else "> 0"
         alternative = ", or None" if or_none else ""
@@ -59,16 +65,16 @@ def check_seconds(
             f"{name} must be a number of seconds {low} and <= {high:g}{alternative}, "
             f"got {value!r}"
         )
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
 def check_number(
     name: str, value: object, *, low: float, high: float = math.inf, open_low: bool = False
 ) -> float:
     """A finite number in ``[low, high]`` (``(low, high]`` with ``open_low``)."""
-    if not _is_number(value):
+    if not is_number(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
-    number = float(value)  # type: ignore[arg-type]
+    number = float(value)
     if number < low or number > high or (open_low and number == low):
         bound = f"> {low:g}" if open_low else f">= {low:g}"
         upper = "" if high == math.inf else f" and <= {high:g}"
@@ -91,9 +97,9 @@ def check_flag(name: str, value: object) -> bool:
 
 
 def check_callable(name: str, value: _F | None) -> _F | None:
-    """A function, or ``None``."""
+    """A function, or ``None``; ``TypeError`` for anything that cannot be called."""
     if value is not None and not callable(value):
-        raise ValueError(f"{name} must be a function, got {value!r}")
+        raise TypeError(f"{name} must be a function, got {value!r}")
     return value
 
 
@@ -195,11 +201,11 @@ ATTEMPT_HEADER_REFUSED: Final[Mapping[str, str]] = {
 def check_hooks(value: Iterable[Callable[..., object]] | Callable[..., object] | None,
                 ) -> tuple[Callable[..., object], ...]:
     """Hooks as a tuple: a callable or an iterable of them; never a coroutine function (a
-    hook is called, never awaited)."""
+    hook is called, never awaited). Anything else is a ``TypeError``."""
     if value is None:
         return ()
     if isinstance(value, (str, bytes)):
-        raise ValueError(
+        raise TypeError(
             f"hooks must be a callable or a list of callables, got the string {value!r}"
         )
     if callable(value):
@@ -207,12 +213,12 @@ def check_hooks(value: Iterable[Callable[..., object]] | Callable[..., object] |
     try:
         hooks = tuple(value)
     except TypeError:
-        raise ValueError(f"hooks must be a callable or a list of them, got {value!r}") from None
+        raise TypeError(f"hooks must be a callable or a list of them, got {value!r}") from None
     for hook in hooks:
         if not callable(hook):
-            raise ValueError(f"hooks must be callables, got {hook!r}")
+            raise TypeError(f"hooks must be callables, got {hook!r}")
         if is_async_function(hook):
-            raise ValueError(
+            raise TypeError(
                 f"hooks must be plain functions, got the coroutine function {hook!r}: "
                 "a hook is called, never awaited (hand the event to a queue or task instead)"
             )
