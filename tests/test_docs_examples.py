@@ -43,13 +43,14 @@ class Block:
     code: str
 
 
-def _blocks(path: Path) -> list[Block]:
-    """The ```python blocks of one Markdown file, with the marker before each."""
+def _blocks(path: Path, language: str = "python") -> list[Block]:
+    """The fenced blocks of one Markdown file in ``language`` (```python by default), with
+    the marker before each. tests/test_docs_figures.py reads the ```text ones."""
     lines = path.read_text(encoding="utf-8").splitlines()
     found = []
     i = 0
     while i < len(lines):
-        if lines[i].strip() == "```python":
+        if lines[i].strip() == "```" + language:
             start = i
             previous = next((line for line in reversed(lines[:i]) if line.strip()), "")
             match = MARKER.search(previous)
