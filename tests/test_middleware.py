@@ -9,15 +9,24 @@ so a deadline of 1.5 s reads between 1.0 and 1.5 s whatever the machine's speed.
 
 from __future__ import annotations
 
+import logging
 import math
+import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
+import retry_transport as rt
 from retry_transport import asgi, wsgi
 from retry_transport._deadlines import deadline, time_left
+
+if sys.version_info >= (3, 11):
+    from builtins import ExceptionGroup
+else:  # pragma: no cover - Python 3.10: the backport anyio depends on
+    from exceptiongroup import ExceptionGroup
 
 HEADER = "x-request-deadline-ms"
 
@@ -46,6 +55,38 @@ PADDED = [" 1500", "1500 ", "\t1500\t"]
 def between(left: float | None, seconds: float) -> bool:
     """``left`` is what ``seconds`` leave after the little time a test takes."""
     return left is not None and seconds - 0.5 < left <= seconds
+
+
+#: The two flavours of ``DeadlineExceeded``: ``retry_transport``'s and its httpx2 twin's.
+KINDS = ["httpx", "httpx2"]
+
+
+def deadline_exceeded(kind: str = "httpx") -> Exception:
+    """What a backend call through a retry transport raises once the deadline has passed."""
+    if kind == "httpx":
+        return rt.DeadlineExceeded("the deadline passed before the request could be sent",
+                                   request=httpx.Request("GET", "https://backend.example/"))
+    httpx2 = pytest.importorskip("httpx2")
+    rt2 = pytest.importorskip("retry_transport.httpx2")
+    error: Exception = rt2.DeadlineExceeded(
+        "the deadline passed before the request could be sent",
+        request=httpx2.Request("GET", "https://backend.example/"))
+    return error
+
+
+def escaped(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The records of the middlewares' line for a deadline that escaped the application."""
+    return [record for record in caplog.records
+            if record.name == "retry_transport" and "ran out in the application" in
+            record.getMessage()]
+
+
+def assert_expired(response: httpx.Response) -> None:
+    """``response`` is the middlewares' short ``504``."""
+    assert response.status_code == 504
+    assert response.text == "deadline exceeded\n"
+    assert response.headers["content-length"] == str(len(response.content))
+    assert response.headers["content-type"].startswith("text/plain")
 
 
 # -- ASGI ---------------------------------------------------------------------------------
@@ -217,6 +258,115 @@ async def test_asgi_other_scopes_pass_through_untouched(kind: str) -> None:
     assert between(got[3], 100)  # no fresh context: the caller's deadline holds
 
 
+class Raiser:
+    """An ASGI app that raises ``error``, after ``http.response.start`` with ``started``."""
+
+    def __init__(self, error: BaseException, *, started: bool = False) -> None:
+        self.error = error
+        self.started = started
+        self.calls = 0
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        self.calls += 1
+        if self.started:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise self.error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("headers", [{HEADER: "1500"}, None], ids=["granted", "no-header"])
+async def test_asgi_a_deadline_escaping_the_app_is_answered_504(
+    kind: str, headers: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Either flavour's ``DeadlineExceeded``, whether the caller sent a deadline or not."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    app = Raiser(deadline_exceeded(kind))
+    assert_expired(await asgi_get(asgi.DeadlineMiddleware(app), headers))
+    assert app.calls == 1
+    assert len(escaped(caplog)) == 1
+
+
+@pytest.mark.anyio
+async def test_asgi_a_task_group_of_deadlines_is_answered_504() -> None:
+    """A handler that fans its backend calls out in a task group gets an exception group."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        async def call() -> None:
+            raise deadline_exceeded()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call)
+            group.start_soon(call)
+
+    assert_expired(await asgi_get(asgi.DeadlineMiddleware(app)))
+
+
+@pytest.mark.anyio
+async def test_asgi_a_group_with_another_error_reaches_the_server() -> None:
+    """A group that holds anything besides deadlines is no deadline: raised as it is."""
+    errors = ExceptionGroup("calls", [deadline_exceeded(), RuntimeError("bug")])
+    with pytest.raises(ExceptionGroup) as raised:
+        await asgi_get(asgi.DeadlineMiddleware(Raiser(errors)))
+    assert raised.value is errors
+
+
+@pytest.mark.anyio
+async def test_asgi_another_error_still_reaches_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Raised as it is (a server answers 500), and not logged by the middleware."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    error = httpx.ReadTimeout("the backend was slow")  # a timeout, but no deadline's
+    middleware = asgi.DeadlineMiddleware(Raiser(error))
+    with pytest.raises(httpx.ReadTimeout) as raised:
+        await asgi_get(middleware, {HEADER: "1500"})
+    assert raised.value is error
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=middleware, raise_app_exceptions=False),
+        base_url="http://testserver",
+    ) as client:
+        assert (await client.get("/")).status_code == 500
+    assert escaped(caplog) == []
+
+
+@pytest.mark.anyio
+async def test_asgi_a_deadline_after_the_response_started_reaches_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nothing is sent after the application's own ``http.response.start``."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    error = deadline_exceeded()
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    with pytest.raises(rt.DeadlineExceeded) as raised:
+        await asgi.DeadlineMiddleware(Raiser(error, started=True))(scope, _ignore_receive, send)
+    assert raised.value is error
+    assert sent == [{"type": "http.response.start", "status": 200, "headers": []}]
+    assert escaped(caplog) == []
+
+
+@pytest.mark.anyio
+async def test_asgi_an_escaped_deadline_is_logged_at_info_without_the_query(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One INFO line, no traceback, the path shown without its query and parameters."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    middleware = asgi.DeadlineMiddleware(Raiser(deadline_exceeded()))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=middleware),
+                                 base_url="http://testserver") as client:
+        await client.get("/orders/42;jsessionid=s3cret", params={"token": "s3cret"})
+    [record] = escaped(caplog)
+    assert record.levelno == logging.INFO
+    assert record.exc_info is None  # no traceback: no bug
+    assert record.getMessage() == ("GET /orders/42: the deadline ran out in the application "
+                                   "(DeadlineExceeded); answered 504")
+
+
 # -- WSGI ---------------------------------------------------------------------------------
 
 
@@ -233,9 +383,10 @@ class WSGIApp:
         return [repr(left).encode()]
 
 
-def wsgi_get(app: Any, headers: Any = None) -> httpx.Response:
-    with httpx.Client(transport=httpx.WSGITransport(app=app),
-                      base_url="http://testserver") as client:
+def wsgi_get(app: Any, headers: Any = None, *,
+             raise_app_exceptions: bool = True) -> httpx.Response:
+    transport = httpx.WSGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
+    with httpx.Client(transport=transport, base_url="http://testserver") as client:
         return client.get("/", headers=headers)
 
 
@@ -440,6 +591,176 @@ def test_wsgi_errors_of_the_app_reach_the_server_and_the_context_is_left() -> No
         list(body)
     body.close()
     assert time_left() is None
+
+
+class Server:
+    """Calls a WSGI app as PEP 3333 has a server do: ``start_response`` keeps the status and
+    headers until the first item or ``write()`` sends them; a second call needs
+    ``exc_info``, whose exception it raises again once they are sent."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []  # (status, exc_info) of each start_response
+        self.sent: str | None = None  # the status that went out
+        self.body: list[bytes] = []
+
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: Any = None) -> Any:
+        if self.calls and exc_info is None:
+            raise AssertionError("start_response called again without exc_info")
+        if exc_info is not None and self.sent is not None:
+            raise exc_info[1].with_traceback(exc_info[2])
+        self.calls.append((status, exc_info))
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        if self.sent is None:
+            self.sent = self.calls[-1][0]
+        self.body.append(data)
+
+    def run(self, app: Any, environ: dict[str, Any] | None = None) -> Server:
+        result = app({"REQUEST_METHOD": "GET", "PATH_INFO": "/", **(environ or {})},
+                     self.start_response)
+        try:
+            for chunk in result:
+                self.write(chunk)
+        finally:
+            getattr(result, "close", lambda: None)()
+        if self.sent is None:  # an empty body: the headers go out at the end
+            self.sent = self.calls[-1][0]
+        return self
+
+
+def escaping_apps(error: BaseException) -> dict[str, Any]:
+    """Apps that let ``error`` escape before any of their response went out, by case."""
+
+    def in_the_call(environ: Any, start_response: Any) -> list[bytes]:
+        raise error
+
+    def after_start_response(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "application/json")])
+        raise error
+
+    def first_item(environ: Any, start_response: Any) -> Iterator[bytes]:
+        raise error
+        yield b"never"  # a generator: nothing of it runs before its first item
+
+    def first_item_after_start_response(environ: Any, start_response: Any) -> Iterator[bytes]:
+        start_response("200 OK", [("Content-Type", "application/json")])
+        raise error
+        yield b"never"
+
+    class Refusing:
+        def __iter__(self) -> Iterator[bytes]:
+            raise error
+
+    def in_iter(environ: Any, start_response: Any) -> Refusing:
+        start_response("200 OK", [])
+        return Refusing()
+
+    return {"in-the-call": in_the_call, "after-start_response": after_start_response,
+            "first-item": first_item,
+            "first-item-after-start_response": first_item_after_start_response,
+            "in-iter": in_iter}
+
+
+ESCAPES = list(escaping_apps(RuntimeError()))
+#: The cases where the application had called ``start_response``: the 504 replaces it.
+REPLACED = {"after-start_response", "first-item-after-start_response", "in-iter"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case", ESCAPES)
+def test_wsgi_a_deadline_escaping_the_app_is_answered_504(kind: str, case: str) -> None:
+    """Before any of the response went out, ``start_response`` called by the app or not."""
+    error = deadline_exceeded(kind)
+    middleware = wsgi.DeadlineMiddleware(escaping_apps(error)[case])
+    server = Server().run(middleware, {"HTTP_X_REQUEST_DEADLINE_MS": "1500"})
+    assert server.sent == "504 Gateway Timeout"
+    assert b"".join(server.body) == b"deadline exceeded\n"
+    if case in REPLACED:  # replaced as PEP 3333 allows: again, with exc_info
+        [(first, _), (second, exc_info)] = server.calls
+        assert (first, second) == ("200 OK", "504 Gateway Timeout")
+        assert exc_info[1] is error
+    else:
+        assert server.calls == [("504 Gateway Timeout", None)]
+    # in-process: httpx's WSGITransport raises an exception passed as exc_info by default
+    assert_expired(wsgi_get(middleware, {HEADER: "1500"}, raise_app_exceptions=False))
+    if case not in REPLACED:
+        assert_expired(wsgi_get(middleware))
+
+
+def test_wsgi_a_replaced_answer_raises_in_the_in_process_transport_by_default() -> None:
+    """``httpx.WSGITransport`` surfaces an ``exc_info`` it is given unless told not to."""
+    app = escaping_apps(deadline_exceeded())["after-start_response"]
+    with pytest.raises(rt.DeadlineExceeded):
+        wsgi_get(wsgi.DeadlineMiddleware(app))
+
+
+def test_wsgi_a_group_of_deadlines_is_answered_504() -> None:
+    """An exception group of nothing but deadlines is a deadline too."""
+    errors = ExceptionGroup("calls", [deadline_exceeded(), deadline_exceeded()])
+    app = escaping_apps(errors)["first-item"]
+    assert_expired(wsgi_get(wsgi.DeadlineMiddleware(app)))
+
+
+@pytest.mark.parametrize("case", ESCAPES)
+def test_wsgi_another_error_still_reaches_the_server(
+    case: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Raised as it is (a server answers 500), and not logged by the middleware."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    error = RuntimeError("bug")
+    middleware = wsgi.DeadlineMiddleware(escaping_apps(error)[case])
+    server = Server()
+    with pytest.raises(RuntimeError) as raised:
+        server.run(middleware, {"HTTP_X_REQUEST_DEADLINE_MS": "1500"})
+    assert raised.value is error
+    assert server.sent is None
+    assert all(status == "200 OK" for status, _ in server.calls)
+    assert escaped(caplog) == []
+
+
+def test_wsgi_a_deadline_after_the_response_went_out_reaches_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once an item was handed over, or ``write()`` called, nothing changes."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    error = deadline_exceeded()
+
+    def after_an_item(environ: Any, start_response: Any) -> Iterator[bytes]:
+        start_response("200 OK", [])
+        yield b""  # even an empty item: some servers send the headers with it
+        raise error
+
+    def after_write(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [])(b"a")
+        raise error
+
+    for app in (after_an_item, after_write):
+        server = Server()
+        with pytest.raises(rt.DeadlineExceeded) as raised:
+            server.run(wsgi.DeadlineMiddleware(app), {"HTTP_X_REQUEST_DEADLINE_MS": "1500"})
+        assert raised.value is error
+        assert [status for status, _ in server.calls] == ["200 OK"]
+        assert server.sent == "200 OK"
+    assert escaped(caplog) == []
+
+
+def test_wsgi_an_escaped_deadline_is_logged_at_info_without_the_query(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One INFO line, no traceback, ``SCRIPT_NAME`` and ``PATH_INFO`` without parameters."""
+    caplog.set_level(logging.INFO, logger="retry_transport")
+    app = escaping_apps(deadline_exceeded())["first-item"]
+    Server().run(wsgi.DeadlineMiddleware(app), {
+        "REQUEST_METHOD": "POST", "SCRIPT_NAME": "/shop", "PATH_INFO": "/orders;sid=s3cret",
+        "QUERY_STRING": "token=s3cret",
+    })
+    [record] = escaped(caplog)
+    assert record.levelno == logging.INFO
+    assert record.exc_info is None
+    assert record.getMessage() == ("POST /shop/orders: the deadline ran out in the "
+                                   "application (DeadlineExceeded); answered 504")
 
 
 # -- the arguments ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """What the server-side middlewares (:mod:`retry_transport.asgi`, :mod:`retry_transport.wsgi`)
-share: the check of their arguments, the reading of the deadline header a caller sends, and
-the answer given when the caller's time has already run out.
+share: the check of their arguments, the reading of the deadline header a caller sends, the
+answer given when the caller's time has already run out, and the telling of a
+``DeadlineExceeded`` that escapes the application from any other error.
 
 A caller's retry transport (``deadline_header=``) sends the whole milliseconds left of its
 request's deadline. The header's value is taken only when it is one non-negative integer of
@@ -11,10 +12,14 @@ request, it only leaves the server to its own limits.
 
 from __future__ import annotations
 
+import logging
 import re
+import sys
 from collections.abc import Iterable
 from typing import Final
 
+from ._errors import DeadlineExceededBase
+from ._http import _PATH_PARAMETERS
 from ._policy import _TOKEN
 from ._validate import ATTEMPT_HEADER_REFUSED, MAX_SECONDS, check_seconds
 
@@ -28,7 +33,12 @@ __all__ = [
     "check_header",
     "check_max_seconds",
     "granted",
+    "is_deadline",
+    "log_escaped",
+    "shown_path",
 ]
+
+logger: Final = logging.getLogger("retry_transport")
 
 #: The header both middlewares read unless told otherwise.
 DEFAULT_HEADER: Final = "x-request-deadline-ms"
@@ -98,3 +108,38 @@ def granted(values: Iterable[str | bytes], max_seconds: float | None) -> float |
         return None
     seconds = min(milliseconds / 1000, MAX_SECONDS)
     return seconds if max_seconds is None else min(seconds, max_seconds)
+
+
+def _groups() -> tuple[type[BaseException], ...]:
+    """The exception group types in use: the builtin one, or on Python 3.10 the backport's
+    if something (anyio, trio) has loaded it; never imported here."""
+    if sys.version_info >= (3, 11):
+        return (BaseExceptionGroup,)  # noqa: F821 - a builtin from Python 3.11 on
+    backport = sys.modules.get("exceptiongroup")  # pragma: no cover - Python 3.10
+    return () if backport is None else (backport.BaseExceptionGroup,)  # pragma: no cover
+
+
+def is_deadline(error: BaseException) -> bool:
+    """``error`` is a ``DeadlineExceeded`` of any flavour (``retry_transport``'s, or
+    ``retry_transport.httpx2``'s, told by their shared base without importing httpx2), or
+    an exception group (a task group's) holding nothing else."""
+    if isinstance(error, DeadlineExceededBase):
+        return True
+    groups = _groups()
+    if groups and isinstance(error, groups):
+        return all(is_deadline(inner) for inner in error.exceptions)  # type: ignore[attr-defined]
+    return False
+
+
+def shown_path(path: str) -> str:
+    """A request's path as logs show it: without its query string and path parameters
+    (``;jsessionid=...``), which may hold secrets."""
+    path = path.split("?", 1)[0]
+    return _PATH_PARAMETERS.sub("", path) if ";" in path else path
+
+
+def log_escaped(method: str, path: str, error: BaseException) -> None:
+    """An INFO line: the application let a ``DeadlineExceeded`` escape before answering, and
+    the middleware answered ``504`` instead (the caller's time ran out; no bug)."""
+    logger.info("%s %s: the deadline ran out in the application (%s); answered %d",
+                method, shown_path(path), type(error).__name__, EXPIRED_STATUS)

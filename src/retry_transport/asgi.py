@@ -26,6 +26,8 @@ from ._inherit import (
     check_header,
     check_max_seconds,
     granted,
+    is_deadline,
+    log_escaped,
 )
 
 __all__ = ["DeadlineMiddleware"]
@@ -51,15 +53,23 @@ class DeadlineMiddleware:
 
     * A value above 0: the application runs with that deadline (counted from when the
       middleware reads it: the time the request took to arrive is not known), capped at
-      ``max_seconds``, as the only ambient deadline: :func:`retry_transport.time_left`
-      reads it, and deadlines in force where the middleware is called (as in a test
-      calling the app in-process through ``httpx.ASGITransport``) do not hold inside.
+      ``max_seconds``, as the only ambient deadline:
+      :func:`retry_transport.time_left` reads it, and deadlines in force where the
+      middleware is called (as in a test calling the app in-process through
+      ``httpx.ASGITransport``) do not hold inside.
     * 0: the caller's deadline has passed; the request is answered ``504`` with a short
       ``text/plain`` body, without calling the application.
     * No header, a malformed value (a sign, decimals, letters, an empty value, more than
       15 digits) or the header sent more than once: the application runs with no deadline
       at all, ``max_seconds`` included (it caps what a caller grants; it is no deadline of
       its own). A malformed value is never answered ``400``.
+
+    A ``DeadlineExceeded`` (``retry_transport``'s or ``retry_transport.httpx2``'s, or an
+    exception group of nothing else, as a task group raises) that escapes the application
+    before it has sent ``http.response.start`` is answered ``504`` with the same body, and
+    logged at INFO on the ``retry_transport`` logger (the method and the path, without its
+    query string): the caller's time ran out, which is no bug. Any other exception, and
+    any exception once the response has started, reaches the server as it is.
 
     Other scopes (``lifespan``, ``websocket``) go to the application untouched.
 
@@ -93,13 +103,33 @@ class DeadlineMiddleware:
             self.max_seconds,
         )
         if seconds == 0.0:
-            await send({"type": "http.response.start", "status": EXPIRED_STATUS,
-                        "headers": list(_EXPIRED_HEADERS)})
-            await send({"type": "http.response.body", "body": EXPIRED_BODY})
+            await _expired(send)
             return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True  # before sending: once tried, no other start may follow
+            await send(message)
+
         with fresh(seconds):
-            await self.app(scope, receive, send)
+            try:
+                await self.app(scope, receive, watched)
+                return
+            except Exception as exc:
+                if started or not is_deadline(exc):
+                    raise
+                log_escaped(scope.get("method", ""), scope.get("path", ""), exc)
+        await _expired(send)
 
     def __repr__(self) -> str:
         return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
                 f"max_seconds={self.max_seconds!r})")
+
+
+async def _expired(send: Send) -> None:
+    """Answer ``504``: no time is left for the application (any more)."""
+    await send({"type": "http.response.start", "status": EXPIRED_STATUS,
+                "headers": list(_EXPIRED_HEADERS)})
+    await send({"type": "http.response.body", "body": EXPIRED_BODY})

@@ -30,6 +30,8 @@ from ._inherit import (
     check_header,
     check_max_seconds,
     granted,
+    is_deadline,
+    log_escaped,
 )
 
 __all__ = ["DeadlineMiddleware"]
@@ -55,12 +57,13 @@ class DeadlineMiddleware:
 
     * A value above 0: the application runs with that deadline (counted from when the
       middleware reads it: the time the request took to arrive is not known), capped at
-      ``max_seconds``, as the only ambient deadline: :func:`retry_transport.time_left`
-      reads it, and deadlines in force where the middleware is called (as in a test
-      calling the app in-process through ``httpx.WSGITransport``) do not hold inside.
-      The application is called, and the iterable it returns is iterated and closed, in
-      a copy of the calling context that holds the deadline: code in a generator response
-      sees it too, and the server's own context never changes.
+      ``max_seconds``, as the only ambient deadline:
+      :func:`retry_transport.time_left` reads it, and deadlines in force where the
+      middleware is called (as in a test calling the app in-process through
+      ``httpx.WSGITransport``) do not hold inside. The application is called, and the
+      iterable it returns is iterated and closed, in a copy of the calling context that
+      holds the deadline: code in a generator response sees it too, and the server's own
+      context never changes.
     * 0: the caller's deadline has passed; the request is answered
       ``504 Gateway Timeout`` with a short ``text/plain`` body, without calling the
       application.
@@ -68,6 +71,18 @@ class DeadlineMiddleware:
       than 15 digits, or several values, which servers join with commas): the application
       runs with no deadline at all, ``max_seconds`` included (it caps what a caller grants;
       it is no deadline of its own). A malformed value is never answered ``400``.
+
+    A ``DeadlineExceeded`` (``retry_transport``'s or ``retry_transport.httpx2``'s, or an
+    exception group of nothing else) that escapes the application before any of its
+    response went out (no ``write()``, no item of its iterable yet: from the call, or
+    while the first item is made, as in a generator) is answered ``504`` with the same
+    body, and logged at INFO on the ``retry_transport`` logger (the method and the path,
+    without its query string): the caller's time ran out, which is no bug. If the
+    application had called ``start_response`` already, the 504 replaces its status and
+    headers by calling ``start_response`` again with ``exc_info``, as PEP 3333 allows
+    before the first output (``httpx.WSGITransport`` raises the exception so passed unless
+    it has ``raise_app_exceptions=False``). Any other exception, and any exception once
+    the response has gone out, reaches the server as it is.
 
     Args:
         app: the WSGI application.
@@ -101,10 +116,11 @@ class DeadlineMiddleware:
     def _start(self, context: contextvars.Context, seconds: float | None, environ: Environ,
                start_response: StartResponse) -> Iterable[bytes]:
         """Call the application in ``context`` (this runs in it) with only the deadline."""
+        output = _Output(start_response, environ)
         scope = ExitStack()
         scope.enter_context(fresh(seconds))
         try:
-            result = self.app(environ, start_response)
+            result = self.app(environ, output.start_response)
             if isinstance(result, (list, tuple)):  # no code of the app's left to run
                 scope.close()
                 return result
@@ -113,10 +129,16 @@ class DeadlineMiddleware:
             except BaseException:
                 _close(result)
                 raise
+        except Exception as exc:
+            scope.close()
+            answer = output.expired(exc)
+            if answer is None:
+                raise
+            return answer
         except BaseException:
             scope.close()
             raise
-        return _Response(context, result, iterator, scope)
+        return _Response(context, result, iterator, scope, output)
 
     def __repr__(self) -> str:
         return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
@@ -129,24 +151,87 @@ def _close(result: object) -> None:
         close()
 
 
+class _Output:
+    """What the application has done of its response: whether it called ``start_response``
+    (the server keeps the status and headers) and whether any of it went out (``write()``,
+    or an item of its iterable: the server sends the headers with the first)."""
+
+    __slots__ = ("_environ", "_start_response", "_write", "sent", "started")
+
+    def __init__(self, start_response: StartResponse, environ: Environ) -> None:
+        self._start_response = start_response
+        self._environ = environ
+        self._write: Callable[[bytes], object] | None = None
+        self.started = False
+        self.sent = False
+
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: Any = None) -> Callable[[bytes], object]:
+        """The server's ``start_response``, noted; it returns :meth:`write`."""
+        if exc_info is None:
+            self._write = self._start_response(status, headers)
+        else:
+            self._write = self._start_response(status, headers, exc_info)
+        self.started = True
+        return self.write
+
+    def write(self, data: bytes) -> object:
+        self.sent = True
+        assert self._write is not None  # only given out by start_response
+        return self._write(data)
+
+    def expired(self, error: Exception) -> list[bytes] | None:
+        """The ``504`` answer to ``error`` escaping the application, if it is a
+        ``DeadlineExceeded`` and nothing went out yet; otherwise ``None``: the caller raises
+        ``error`` again."""
+        if self.sent or not is_deadline(error):
+            return None
+        environ = self._environ
+        if self.started:  # replaced, as PEP 3333 lets an application do before any output
+            self._start_response(_EXPIRED_STATUS_LINE, list(_EXPIRED_HEADERS),
+                                 (type(error), error, error.__traceback__))
+        else:
+            self._start_response(_EXPIRED_STATUS_LINE, list(_EXPIRED_HEADERS))
+        log_escaped(str(environ.get("REQUEST_METHOD", "")),
+                    str(environ.get("SCRIPT_NAME", "")) + str(environ.get("PATH_INFO", "")),
+                    error)
+        return [EXPIRED_BODY]
+
+
 class _Response:
     """The application's iterable, each step and its ``close`` run in the request's
-    context; closing it also leaves the deadline's scope."""
+    context; closing it also leaves the deadline's scope. A ``DeadlineExceeded`` raised
+    while its first item is made is answered ``504`` (:meth:`_Output.expired`)."""
 
-    __slots__ = ("_context", "_iterator", "_result", "_scope")
+    __slots__ = ("_context", "_iterator", "_output", "_result", "_scope")
 
     def __init__(self, context: contextvars.Context, result: Iterable[bytes],
-                 iterator: Iterator[bytes], scope: ExitStack) -> None:
+                 iterator: Iterator[bytes], scope: ExitStack, output: _Output) -> None:
         self._context = context
         self._result = result
         self._iterator = iterator
         self._scope = scope
+        self._output = output
 
     def __iter__(self) -> _Response:
         return self
 
     def __next__(self) -> bytes:
-        return self._context.run(next, self._iterator)
+        output = self._output
+        if output.sent:
+            return self._context.run(next, self._iterator)
+        try:
+            chunk = self._context.run(next, self._iterator)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            answer = output.expired(exc)
+            if answer is None:
+                raise
+            self._iterator = iter(answer)
+            return next(self._iterator)
+        output.sent = True
+        return chunk
 
     def close(self) -> None:
         try:

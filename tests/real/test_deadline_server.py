@@ -1,6 +1,8 @@
 """A caller's deadline, inherited by a real ASGI server (uvicorn on 127.0.0.1) through
 ``retry_transport.asgi.DeadlineMiddleware``, and passed on by that server's own retry
-transport to the next service, which then hears nothing once the first caller gave up."""
+transport to the next service, which then hears nothing once the first caller gave up; a
+``DeadlineExceeded`` that escapes a handler, answered ``504`` by uvicorn and by the standard
+library's WSGI server (``wsgiref``) through ``retry_transport.wsgi.DeadlineMiddleware``."""
 
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ from collections.abc import Callable, Iterator, MutableMapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler
 
 import httpx
 import pytest
 import uvicorn
 
 import retry_transport as rt
-from retry_transport import _deadlines
+from retry_transport import _deadlines, wsgi
 from retry_transport.asgi import DeadlineMiddleware
 from tests.real.servers import BOUND, LocalHTTPServer
 
@@ -239,3 +242,94 @@ def test_a_deadline_holds_across_three_services(serve: Callable[[Any], str]) -> 
     if response is not None:
         assert response.status_code == 200
         assert response.json() == report
+
+
+# -- a DeadlineExceeded that escapes a handler ----------------------------------------------
+
+
+class Careless:
+    """An ASGI app that calls the URL in its query (``?to=``) through a retry transport
+    that passes the deadline on, and catches nothing (``/bug`` raises ``RuntimeError``
+    instead): ``calls`` counts its requests."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        self.calls += 1
+        if scope["path"] == "/bug":
+            raise RuntimeError("a bug")
+        target = parse_qs(scope["query_string"].decode())["to"][0]
+        transport = rt.AsyncRetryTransport(deadline_header=HEADER)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(target)
+        await _answer(send, response.status_code, b"{}")
+
+
+def test_uvicorn_answers_an_escaped_deadline_504(serve: Callable[[Any], str]) -> None:
+    """1 ms granted is too little to send B anything: the handler's call raises
+    ``DeadlineExceeded``, which uvicorn would answer 500; another error still is."""
+    service_b = Unavailable().start()
+    app = Careless()
+    try:
+        with httpx.Client(base_url=serve(app)) as client:
+            response = client.get("/", params={"to": service_b.url}, headers={HEADER: "1"})
+            bug = client.get("/bug", headers={HEADER: "1000"})
+    finally:
+        service_b.stop()
+    assert response.status_code == 504
+    assert response.text == "deadline exceeded\n"
+    assert response.headers["content-type"].startswith("text/plain")
+    assert bug.status_code == 500
+    assert app.calls == 2
+    assert service_b.seen == []
+
+
+class _QuietWSGIHandler(WSGIRequestHandler):
+    disable_nagle_algorithm = True
+    timeout = BOUND
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class WSGIRefServer(LocalHTTPServer):
+    """A WSGI app served by the standard library's ``wsgiref`` handler (which keeps the
+    status and headers until the first item, as PEP 3333 asks) on 127.0.0.1."""
+
+    def __init__(self, app: Any) -> None:
+        super().__init__(_QuietWSGIHandler)
+        self.application = app
+        self.base_environ = {
+            "SERVER_NAME": "127.0.0.1", "GATEWAY_INTERFACE": "CGI/1.1",
+            "SERVER_PORT": str(self.server_port), "REMOTE_HOST": "", "CONTENT_LENGTH": "",
+            "SCRIPT_NAME": "",
+        }
+
+    def get_app(self) -> Any:
+        return self.application
+
+
+def test_wsgiref_answers_an_escaped_deadline_504() -> None:
+    """A generator response that called ``start_response("200 OK")`` and then raised
+    ``DeadlineExceeded`` before its first item: the 504 replaces the 200."""
+    service_b = Unavailable().start()
+
+    def app(environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        start_response("200 OK", [("Content-Type", "application/json")])
+        target = parse_qs(environ["QUERY_STRING"])["to"][0]
+        with httpx.Client(transport=rt.RetryTransport(deadline_header=HEADER)) as client:
+            yield str(client.get(target).status_code).encode()
+
+    server = WSGIRefServer(wsgi.DeadlineMiddleware(app)).start()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            response = client.get("/", params={"to": service_b.url}, headers={HEADER: "1"})
+            served = client.get("/", params={"to": service_b.url}, headers={HEADER: "5000"})
+    finally:
+        server.stop()
+        service_b.stop()
+    assert response.status_code == 504
+    assert response.text == "deadline exceeded\n"
+    assert served.status_code == 200 and served.text == "503"  # B was called this time
+    assert len(service_b.seen) >= 1
