@@ -10,11 +10,12 @@ module holds it to the command's output:
 
 The command runs once, with its defaults, for the whole module (over every core, about 20 s
 on two; its results do not depend on how many workers it has). tests/test_sim.py runs the
-same scenarios in module fixtures of its own, which pytest does not share across modules. A figure from the simulator's Python API, named on
-the page beside it, is in :data:`API_FIGURES`, computed by the call the page names. The
-``python`` examples of docs/simulator.md assert their own figures as they run
-(tests/test_docs_examples.py). Timings and benchmark figures are not checked here: each page
-names the script and the machine they were measured on.
+same scenarios in module fixtures of its own, which pytest does not share across modules.
+A figure from the simulator's Python API, named on the page beside it, is in
+:data:`API_FIGURES`, computed by the call the page names. The ``python`` examples of
+docs/simulator.md assert their own figures as they run (tests/test_docs_examples.py).
+Timings and benchmark figures are not checked here: each page names the script and the
+machine they were measured on.
 """
 
 from __future__ import annotations
