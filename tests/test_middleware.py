@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import types
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
@@ -20,7 +21,7 @@ import httpx
 import pytest
 
 import retry_transport as rt
-from retry_transport import asgi, wsgi
+from retry_transport import _deadlines, asgi, wsgi
 from retry_transport._deadlines import deadline, time_left
 
 if sys.version_info >= (3, 11):
@@ -806,8 +807,140 @@ def test_the_app_must_be_callable(middleware: Any) -> None:
 ])
 def test_the_defaults_and_what_is_kept(middleware: Any, app: Any) -> None:
     plain = middleware(app)
-    assert (plain.app, plain.header, plain.max_seconds) == (app, HEADER, None)
+    assert (plain.app, plain.header, plain.max_seconds, plain.offset) == (
+        app, HEADER, None, 0.0)
     assert "x-request-deadline-ms" in repr(plain)
-    given = middleware(app, header="X-Deadline", max_seconds=3)
-    assert (given.header, given.max_seconds) == ("X-Deadline", 3.0)
-    assert isinstance(given.max_seconds, float)
+    assert repr(plain).endswith("max_seconds=None, offset=0.0)")
+    given = middleware(app, header="X-Deadline", max_seconds=3, offset=1)
+    assert (given.header, given.max_seconds, given.offset) == ("X-Deadline", 3.0, 1.0)
+    assert isinstance(given.max_seconds, float) and isinstance(given.offset, float)
+    assert repr(given).endswith("header='X-Deadline', max_seconds=3.0, offset=1.0)")
+
+
+# -- offset: time kept back for the answer's way home ------------------------------------
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The middlewares' deadlines measured on a clock that stands still: ``time_left()`` in
+    the application reads exactly what it was granted (no test sleeps)."""
+    monkeypatch.setattr(_deadlines, "time", types.SimpleNamespace(monotonic=lambda: 5000.0))
+
+
+#: (value sent, max_seconds, offset, time left in the app): the cap first, then the offset.
+OFFSETS = [
+    pytest.param("1500", None, 0.2, 1.3, id="1500ms-less-200ms"),
+    pytest.param("1500", None, 0, 1.5, id="no-offset"),
+    pytest.param("201", None, 0.2, 0.001, id="1ms-above"),
+    pytest.param("5000", 2.0, 0.5, 1.5, id="capped-then-less"),
+    pytest.param("999999999999999", None, 1, 1e9 - 1, id="the-longest"),
+]
+#: (value sent, max_seconds, offset) that leave no time: answered 504.
+NO_TIME_LEFT = [
+    pytest.param("200", None, 0.2, id="equal"),
+    pytest.param("150", None, 0.2, id="below"),
+    pytest.param("1", None, 0.005, id="1ms"),
+    pytest.param("0", None, 0.2, id="zero"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("value", "max_seconds", "offset", "expected"), OFFSETS)
+async def test_asgi_the_app_gets_the_time_left_less_the_offset(
+    frozen: None, value: str, max_seconds: float | None, offset: float, expected: float,
+) -> None:
+    """Capped at ``max_seconds`` first, then less the offset, read on a frozen clock."""
+    app = ASGIApp()
+    middleware = asgi.DeadlineMiddleware(app, max_seconds=max_seconds, offset=offset)
+    assert (await asgi_get(middleware, {HEADER: value})).status_code == 200
+    assert app.lefts == [pytest.approx(expected, abs=1e-9)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("value", "max_seconds", "offset"), NO_TIME_LEFT)
+async def test_asgi_no_time_above_the_offset_is_answered_504_without_the_app(
+    value: str, max_seconds: float | None, offset: float,
+) -> None:
+    """The application could not answer before its caller gave up: it is not called."""
+    app = ASGIApp()
+    middleware = asgi.DeadlineMiddleware(app, max_seconds=max_seconds, offset=offset)
+    response = await asgi_get(middleware, {HEADER: value})
+    assert_expired(response)
+    assert app.lefts == []
+
+
+@pytest.mark.parametrize(("value", "max_seconds", "offset", "expected"), OFFSETS)
+def test_wsgi_the_app_gets_the_time_left_less_the_offset(
+    frozen: None, value: str, max_seconds: float | None, offset: float, expected: float,
+) -> None:
+    """Capped at ``max_seconds`` first, then less the offset, read on a frozen clock."""
+    app = WSGIApp()
+    middleware = wsgi.DeadlineMiddleware(app, max_seconds=max_seconds, offset=offset)
+    assert wsgi_get(middleware, {HEADER: value}).status_code == 200
+    assert app.lefts == [pytest.approx(expected, abs=1e-9)]
+
+
+@pytest.mark.parametrize(("value", "max_seconds", "offset"), NO_TIME_LEFT)
+def test_wsgi_no_time_above_the_offset_is_answered_504_without_the_app(
+    value: str, max_seconds: float | None, offset: float,
+) -> None:
+    """The application could not answer before its caller gave up: it is not called."""
+    app = WSGIApp()
+    middleware = wsgi.DeadlineMiddleware(app, max_seconds=max_seconds, offset=offset)
+    assert_expired(wsgi_get(middleware, {HEADER: value}))
+    assert app.lefts == []
+
+
+@pytest.mark.anyio
+async def test_asgi_an_offset_is_no_deadline_of_its_own() -> None:
+    """Without a deadline sent, or with a malformed one, the offset takes nothing off."""
+    app = ASGIApp()
+    middleware = asgi.DeadlineMiddleware(app, offset=0.5)
+    await asgi_get(middleware)
+    await asgi_get(middleware, {HEADER: "-1"})
+    assert app.lefts == [None, None]
+
+
+def test_wsgi_an_offset_is_no_deadline_of_its_own() -> None:
+    """Without a deadline sent, or with a malformed one, the offset takes nothing off."""
+    app = WSGIApp()
+    middleware = wsgi.DeadlineMiddleware(app, offset=0.5)
+    wsgi_get(middleware)
+    wsgi_get(middleware, {HEADER: "-1"})
+    assert app.lefts == [None, None]
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+@pytest.mark.parametrize(("offset", "error"), [
+    pytest.param("0.1", TypeError, id="a-string"),
+    pytest.param(None, TypeError, id="None"),
+    pytest.param(True, TypeError, id="True"),
+    pytest.param(False, TypeError, id="False"),
+    pytest.param(b"1", TypeError, id="bytes"),
+    pytest.param([0.1], TypeError, id="a-list"),
+    pytest.param(-0.001, ValueError, id="negative"),
+    pytest.param(-1, ValueError, id="a-negative-int"),
+    pytest.param(math.nan, ValueError, id="nan"),
+    pytest.param(math.inf, ValueError, id="inf"),
+    pytest.param(-math.inf, ValueError, id="-inf"),
+    pytest.param(1e9 + 1, ValueError, id="above-1e9"),
+    pytest.param(10**400, ValueError, id="an-int-too-large-for-a-float"),
+    pytest.param(-(10**400), ValueError, id="a-negative-int-too-large-for-a-float"),
+])
+def test_an_offset_of_the_wrong_kind_or_value_is_refused(
+    middleware: Any, offset: Any, error: type[Exception],
+) -> None:
+    """``TypeError`` for what is no number, ``ValueError`` for a number out of range."""
+    with pytest.raises(error, match="^offset must be a number of seconds") as raised:
+        middleware(_asgi_app, offset=offset)
+    assert type(raised.value) is error  # not OverflowError, a ValueError's cousin
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+@pytest.mark.parametrize(("offset", "max_seconds"), [(2, 2), (2.5, 2.0), (1e9, 1)])
+def test_an_offset_must_leave_time_below_max_seconds(
+    middleware: Any, offset: float, max_seconds: float,
+) -> None:
+    """Else every request that carries a deadline would be answered 504."""
+    with pytest.raises(ValueError, match="offset must be less than max_seconds"):
+        middleware(_asgi_app, max_seconds=max_seconds, offset=offset)

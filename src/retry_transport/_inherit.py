@@ -21,7 +21,7 @@ from typing import Final
 from ._errors import DeadlineExceededBase
 from ._http import _PATH_PARAMETERS
 from ._policy import _TOKEN
-from ._validate import ATTEMPT_HEADER_REFUSED, MAX_SECONDS, check_seconds
+from ._validate import ATTEMPT_HEADER_REFUSED, MAX_SECONDS, check_seconds, is_number
 
 __all__ = [
     "DEFAULT_HEADER",
@@ -32,6 +32,7 @@ __all__ = [
     "check_app",
     "check_header",
     "check_max_seconds",
+    "check_offset",
     "granted",
     "is_deadline",
     "log_escaped",
@@ -85,6 +86,31 @@ def check_max_seconds(max_seconds: object) -> float | None:
     return check_seconds("max_seconds", max_seconds, or_none=True)
 
 
+def check_offset(offset: object, max_seconds: float | None) -> float:
+    """A number of seconds ``>= 0`` (and at most ``MAX_SECONDS``), below ``max_seconds``.
+
+    ``TypeError`` for what is no number (a bool, a string, ``None``); ``ValueError`` for a
+    number out of range: negative, NaN, infinite, above ``MAX_SECONDS`` (an int too large
+    for a float included, never an ``OverflowError``), or not below ``max_seconds``, which
+    would answer every request that carries a deadline ``504``.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)):
+        raise TypeError(f"offset must be a number of seconds (an int or a float), got {offset!r}")
+    if not is_number(offset) or not 0 <= offset <= MAX_SECONDS:
+        shown = (repr(offset) if not isinstance(offset, int) or offset.bit_length() <= 64
+                 else f"an int of {offset.bit_length()} bits")
+        raise ValueError(
+            f"offset must be a number of seconds >= 0 and <= {MAX_SECONDS:g}, got {shown}"
+        )
+    seconds = float(offset)
+    if max_seconds is not None and seconds >= max_seconds:
+        raise ValueError(
+            f"offset must be less than max_seconds ({max_seconds!r}), got {offset!r}: every "
+            "request that carries a deadline would be answered 504"
+        )
+    return seconds
+
+
 def _milliseconds(value: str | bytes) -> int | None:
     """The value as milliseconds, or ``None`` if it is malformed."""
     text = value.decode("latin-1") if isinstance(value, bytes) else value
@@ -92,13 +118,16 @@ def _milliseconds(value: str | bytes) -> int | None:
     return int(text) if _VALUE.fullmatch(text) else None
 
 
-def granted(values: Iterable[str | bytes], max_seconds: float | None) -> float | None:
+def granted(values: Iterable[str | bytes], max_seconds: float | None,
+            offset: float = 0.0) -> float | None:
     """The deadline the header's ``values`` (each one the header carried) grant, in seconds.
 
-    ``None``: no deadline (no value, a malformed one, or several). ``0.0``: the caller's
-    deadline has passed. Otherwise the value in seconds, capped at ``max_seconds`` (a caller
-    cannot grant more time than the server allows itself) and at ``MAX_SECONDS`` (a deadline
-    of 31 years is none, and longer ones overflow the timeouts they become).
+    ``None``: no deadline (no value, a malformed one, or several). ``0.0``: no time is left
+    for the application (the value is 0, or not above ``offset``). Otherwise the value in
+    seconds, capped at ``max_seconds`` (a caller cannot grant more time than the server
+    allows itself) and at ``MAX_SECONDS`` (a deadline of 31 years is none, and longer ones
+    overflow the timeouts they become), less ``offset`` (the time kept back for the answer's
+    way home), in that order.
     """
     found = list(values)
     if len(found) != 1:
@@ -107,7 +136,9 @@ def granted(values: Iterable[str | bytes], max_seconds: float | None) -> float |
     if milliseconds is None:
         return None
     seconds = min(milliseconds / 1000, MAX_SECONDS)
-    return seconds if max_seconds is None else min(seconds, max_seconds)
+    if max_seconds is not None:
+        seconds = min(seconds, max_seconds)
+    return seconds - offset if seconds > offset else 0.0
 
 
 def _groups() -> tuple[type[BaseException], ...]:

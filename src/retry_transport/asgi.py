@@ -25,6 +25,7 @@ from ._inherit import (
     check_app,
     check_header,
     check_max_seconds,
+    check_offset,
     granted,
     is_deadline,
     log_escaped,
@@ -53,16 +54,18 @@ class DeadlineMiddleware:
 
     * A value above 0: the application runs with that deadline (counted from when the
       middleware reads it: the time the request took to arrive is not known), capped at
-      ``max_seconds``, as the only ambient deadline:
+      ``max_seconds``, then less ``offset``, as the only ambient deadline:
       :func:`retry_transport.time_left` reads it, and deadlines in force where the
       middleware is called (as in a test calling the app in-process through
       ``httpx.ASGITransport``) do not hold inside.
-    * 0: the caller's deadline has passed; the request is answered ``504`` with a short
-      ``text/plain`` body, without calling the application.
+    * 0, or a value that leaves no time once ``offset`` is taken off (``min(value,
+      max_seconds) <= offset``): the caller's deadline has passed, or would before an
+      answer got back; the request is answered ``504`` with a short ``text/plain`` body,
+      without calling the application.
     * No header, a malformed value (a sign, decimals, letters, an empty value, more than
       15 digits) or the header sent more than once: the application runs with no deadline
-      at all, ``max_seconds`` included (it caps what a caller grants; it is no deadline of
-      its own). A malformed value is never answered ``400``.
+      at all, ``max_seconds`` and ``offset`` included (they shape what a caller grants;
+      they are no deadline of their own). A malformed value is never answered ``400``.
 
     A ``DeadlineExceeded`` (``retry_transport``'s or ``retry_transport.httpx2``'s, or an
     exception group of nothing else, as a task group raises) that escapes the application
@@ -79,18 +82,24 @@ class DeadlineMiddleware:
             ``"x-request-deadline-ms"``, as the transports' ``deadline_header`` sends.
         max_seconds: the most time, in seconds, a caller may grant: a finite number > 0,
             or ``None`` (the default) for no cap.
+        offset: seconds kept back for the answer's way home, taken off the time granted
+            (after the ``max_seconds`` cap), so that the application stops that much before
+            its caller would: a number >= 0 (the default 0), below ``max_seconds``.
 
     Raises:
         ValueError: ``app`` is not callable, ``header`` is not a header name (or is one
-            HTTP defines), or ``max_seconds`` is neither ``None`` nor a finite number > 0.
+            HTTP defines), ``max_seconds`` is neither ``None`` nor a finite number > 0, or
+            ``offset`` is negative, NaN, infinite, above 1e9 or not below ``max_seconds``.
+        TypeError: ``offset`` is not a number (an int or a float; a bool is none).
     """
 
     def __init__(self, app: ASGIApp, *, header: str = DEFAULT_HEADER,
-                 max_seconds: float | None = None) -> None:
+                 max_seconds: float | None = None, offset: float = 0.0) -> None:
         check_app(app, "ASGI")
         self.app = app
         self.header = check_header(header)
         self.max_seconds = check_max_seconds(max_seconds)
+        self.offset = check_offset(offset, self.max_seconds)
         self._name = self.header.lower().encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -100,7 +109,7 @@ class DeadlineMiddleware:
         name = self._name
         seconds = granted(
             (value for key, value in scope.get("headers", ()) if key.lower() == name),
-            self.max_seconds,
+            self.max_seconds, self.offset,
         )
         if seconds == 0.0:
             await _expired(send)
@@ -125,7 +134,7 @@ class DeadlineMiddleware:
 
     def __repr__(self) -> str:
         return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
-                f"max_seconds={self.max_seconds!r})")
+                f"max_seconds={self.max_seconds!r}, offset={self.offset!r})")
 
 
 async def _expired(send: Send) -> None:
