@@ -798,7 +798,8 @@ def test_max_seconds_must_be_a_finite_number_above_0(middleware: Any, max_second
 
 @pytest.mark.parametrize("middleware", MIDDLEWARES)
 def test_the_app_must_be_callable(middleware: Any) -> None:
-    with pytest.raises(ValueError, match="app"):
+    """Something that cannot be called is the wrong kind of app: a TypeError naming it."""
+    with pytest.raises(TypeError, match="app"):
         middleware(object())
 
 

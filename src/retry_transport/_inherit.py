@@ -61,7 +61,7 @@ _BLANKS: Final = " \t"
 def check_app(app: object, kind: str) -> None:
     """Refuse an ``app`` that cannot be called (``kind``: ``"ASGI"`` or ``"WSGI"``)."""
     if not callable(app):
-        raise ValueError(f"app must be an {kind} application (a callable), got {app!r}")
+        raise TypeError(f"app must be an {kind} application (a callable), got {app!r}")
 
 
 def check_header(header: object) -> str:

@@ -87,10 +87,11 @@ class DeadlineMiddleware:
             its caller would: a number >= 0 (the default 0), below ``max_seconds``.
 
     Raises:
-        ValueError: ``app`` is not callable, ``header`` is not a header name (or is one
+        ValueError: ``header`` is not a header name (or is one
             HTTP defines), ``max_seconds`` is neither ``None`` nor a finite number > 0, or
             ``offset`` is negative, NaN, infinite, above 1e9 or not below ``max_seconds``.
-        TypeError: ``offset`` is not a number (an int or a float; a bool is none).
+        TypeError: ``app`` is not callable, or ``offset`` is not a number (an int or a
+            float; a bool is none).
     """
 
     def __init__(self, app: ASGIApp, *, header: str = DEFAULT_HEADER,
