@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import pytest
@@ -66,7 +66,11 @@ def controller(policy: RetryPolicy | None = None, **options: Any) -> Controller:
                       settings=Settings.checked({**values, "clock": None}), clock=clock)
 
 
-def run(control: Controller, request: Request, answers: list[Response | Exception]) -> Any:
+#: In a list of answers: the transport is closed before the next attempt.
+CLOSE: Final = object()
+
+
+def run(control: Controller, request: Request, answers: list[Any]) -> Any:
     """Drive one request as a driver would, the waits not slept; return what the caller
     gets (the response, or the exception raised)."""
     call: RetryCall | None = None
@@ -75,6 +79,9 @@ def run(control: Controller, request: Request, answers: list[Response | Exceptio
         if not plain_first(control, request):
             call = RetryCall(control, request)
         while True:
+            if answers and answers[0] is CLOSE:
+                answers.pop(0)
+                control.closes += 1
             if call is not None and call.ready is None:
                 call.attempt_request()
             answer = answers.pop(0)
@@ -142,6 +149,7 @@ CASES: dict[StopReason, tuple[dict[str, Any], Callable[[], dict[str, Any]], Requ
     StopReason.THROTTLED: ({}, lambda: {"throttle": _overloaded(), "budget": _spent()},
                            Request(), [Response(503)]),
     StopReason.BUDGET_EXHAUSTED: ({}, lambda: {"budget": _spent()}, Request(), [Response(503)]),
+    StopReason.CLOSED: ({}, dict, Request(), [Response(503), CLOSE, Response(200)]),
 }
 
 

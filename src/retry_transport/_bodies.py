@@ -18,8 +18,7 @@ def buffer(response: Response, limit: int, flavour: Flavour) -> bool:
 
     A longer body stays a stream: what was read is put back in front of the rest.
     """
-    stream = response.stream
-    assert isinstance(stream, flavour.sync_byte_stream)
+    stream = response.stream  # any iterable of bytes with close(), as the library's
     if limit <= 0:
         return False
     head: list[bytes] = []
@@ -38,8 +37,7 @@ def buffer(response: Response, limit: int, flavour: Flavour) -> bool:
 
 async def abuffer(response: Response, limit: int, flavour: Flavour) -> bool:
     """The async twin of :func:`_buffer`."""
-    stream = response.stream
-    assert isinstance(stream, flavour.async_byte_stream)
+    stream = response.stream  # any async iterable of bytes with aclose()
     if limit <= 0:
         return False
     head: list[bytes] = []

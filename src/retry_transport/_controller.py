@@ -95,6 +95,9 @@ class Controller:
                  clock: Callable[[], float]) -> None:
         self.policy = policy
         self.flavour = flavour
+        #: How many times the transport was closed: a request begun before the last close
+        #: starts no attempt after it (``RetryCall.attempt_request``).
+        self.closes = 0
         self.settings = settings
         budget = self.budget = settings.budget
         breaker = self.breaker = settings.breaker

@@ -12,8 +12,9 @@ httpx or httpx2 comes from the transport's :class:`~._flavour.Flavour`. A driver
     wait = call.wait                        # a guard's hold before the first attempt
     loop:
         sleep(wait) if wait is not None
-        request = call.ready or call.attempt_request()  # may raise CircuitOpenError or
-                                                        # DeadlineExceeded
+        request = call.ready or call.attempt_request()  # may raise CircuitOpenError,
+                                                        # DeadlineExceeded, or the flavour's
+                                                        # TransportError (after a close)
         send request
         wait = call.on_response(response)   # or call.on_error(exc)
         None -> hand the response over (or re-raise the exception): metadata attached
@@ -22,7 +23,8 @@ httpx or httpx2 comes from the transport's :class:`~._flavour.Flavour`. A driver
 What an outcome means and the order of the stop reasons are stated once, in ``_rules``:
 success, not_retryable, server_declined; disabled, unsafe_method, body_not_replayable;
 max_attempts; retry_after_too_long, deadline; then the guards' vetoes: circuit_open,
-throttled, budget_exhausted. The guards (``_guards``) admit each attempt, settle its ticket
+throttled, budget_exhausted; and closed, before any attempt of a request whose transport
+was closed meanwhile. The guards (``_guards``) admit each attempt, settle its ticket
 with its outcome, and veto retries; this module only runs them, in the controller's order.
 """
 
@@ -103,14 +105,14 @@ class RetryCall(TimeLeft):
     The tickets of the attempt in flight are its attempt record; each attempt gets its own.
     """
 
-    __slots__ = ("_controller", "_origin", "_progress", "_stream", "_tickets", "enabled",
-                 "policy", "ready", "request", "testing", "wait")
+    __slots__ = ("_closes", "_controller", "_origin", "_progress", "_stream", "_tickets",
+                 "enabled", "policy", "ready", "request", "testing", "wait")
 
     #: Whether the first try is hedged (``_hedged_call.HedgedCall``).
     hedged = False
 
     def __init__(self, controller: Controller, request: Request, *, plain: bool = False,
-                 stream: object = None) -> None:
+                 stream: object = None, closes: int | None = None) -> None:
         """Start one request and admit its first attempt: ``wait`` is a guard's hold (seconds
         to wait before it) or ``None``; ``ready`` is the request to send as it is, or
         ``None`` when :meth:`attempt_request` has something to do first.
@@ -118,12 +120,16 @@ class RetryCall(TimeLeft):
         ``plain``: the first attempt was already sent as ``_plain.plain_first`` allowed (the
         request counted, the guards' plain tickets given), with the body ``stream`` (the
         request's stream before it was sent): the call takes over from its outcome.
+        ``closes``: the transport's close count when the request began (default: now).
 
         Raises ``ValueError`` for an invalid per-request override, the flavour's
         ``CooldownError`` or ``CircuitOpenError`` when a guard refuses the first attempt.
         """
         self._controller = controller
         self.request = request
+        # The transport's close count when the request began: after another close, no
+        # attempt of this request starts.
+        self._closes = controller.closes if closes is None else closes
         # The body as it is before the first attempt: whether it can be sent again is
         # judged from this stream, whatever the inner transport does to the request.
         self._stream = stream if plain else request.stream
@@ -292,7 +298,9 @@ class RetryCall(TimeLeft):
         first retry; a first try carries nothing); with ``attempt_header``, every attempt
         carries its number in that header, and with ``deadline_header`` the milliseconds
         left. A retry is admitted by the guards first (a breaker may have opened while this
-        request waited). Raises ``DeadlineExceeded`` when no time is left to send it."""
+        request waited). Raises ``DeadlineExceeded`` when no time is left to send it, and
+        the flavour's ``TransportError`` when the transport was closed since the request
+        began (no attempt of it starts after a close)."""
         request = self.request
         controller = self._controller
         header = controller.attempt_header
@@ -301,6 +309,8 @@ class RetryCall(TimeLeft):
             if header is not None:
                 request.headers[header] = "1"
             return request
+        if controller.closes != self._closes:
+            self._closed(progress)
         retry = len(progress.history) + 1 if progress.history else 0
         left = self._check_deadline(progress)
         if retry and controller.guards:
@@ -316,6 +326,12 @@ class RetryCall(TimeLeft):
             progress.extensions = request.extensions
         self._dress(request, retry or 1, left, progress.extensions)
         return request
+
+    def check_open(self) -> None:
+        """Raise the flavour's ``TransportError`` (nothing sent) if the transport was closed
+        since the request began."""
+        if self._controller.closes != self._closes:
+            self._closed(self._state())
 
     def _dress(self, request: Request, number: int, left: float | None,
                extensions: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import random
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
@@ -186,11 +187,16 @@ class _Common:
         or an origin (``"https://api.example.com"``)."""
         return self._controller.latency.summary(normalise(url_or_origin))
 
-    def _call(self, request: Request) -> RetryCall:
+    def _call(self, request: Request, closes: int) -> RetryCall:
         controller = self._controller
         if controller.hedging is not None:
-            return HedgedCall(controller, request, controller.hedging)
-        return RetryCall(controller, request)
+            return HedgedCall(controller, request, controller.hedging, closes)
+        return RetryCall(controller, request, closes=closes)
+
+    def _count_close(self) -> None:
+        """The transport is being closed: no attempt of a request under way starts after
+        this (``RetryCall.attempt_request``, ``HedgedCall.hedge``)."""
+        self._controller.closes += 1
 
 
 class SyncRetry(_Common, Generic[_Sync]):
@@ -298,7 +304,8 @@ class SyncRetry(_Common, Generic[_Sync]):
                 ``hooks``), or an unknown keyword.
         """
         _build(self, locals(), sync=True, clock=time.monotonic)
-        self._sleep = sleep if sleep is not None else time.sleep
+        self._sleep = sleep  # None: wait on ``_wakeup``, which close() sets
+        self._wakeup = threading.Event()
         self._workers = Workers()
 
     def _first(self, request: Request) -> None:
@@ -306,12 +313,27 @@ class SyncRetry(_Common, Generic[_Sync]):
         _check_request(self._flavour, request, sync=True)
         self._untried = False
 
+    def _pause(self, seconds: float, closes: int) -> None:
+        """Wait ``seconds`` before the next attempt of a request begun at close count
+        ``closes``. The default wait ends at once when the transport is closed (the next
+        attempt then is not sent); the user's ``sleep`` is called as it is."""
+        sleep = self._sleep
+        if sleep is None:
+            wakeup = self._wakeup  # read before the count: close() counts, then sets it
+            if self._controller.closes == closes:
+                wakeup.wait(seconds)
+            return
+        slept = sleep(seconds)
+        if slept is not None:
+            _waited(slept)
+
     def handle_request(self, request: Request) -> Response:
         if self._untried:
             self._first(request)
         controller = self._controller
+        closes = controller.closes
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else self._call(request)
+        call = None if plain_first(controller, request) else self._call(request, closes)
         stream = request.stream
         lap = self._lap
         timed = controller.timed
@@ -321,9 +343,7 @@ class SyncRetry(_Common, Generic[_Sync]):
             transport = self._transport
             while True:
                 if wait is not None:
-                    slept = self._sleep(wait)
-                    if slept is not None:
-                        _waited(slept)
+                    self._pause(wait, closes)
                 if hedged is not None:  # the first try, hedged (None: no worker is free)
                     ended = sync_try(hedged, transport, self._workers, self._record, lap)
                     hedged = None
@@ -341,7 +361,8 @@ class SyncRetry(_Common, Generic[_Sync]):
                         self._record(origin_of(request.url), end - start, end)
                 except Exception as exc:
                     if call is None:
-                        call = RetryCall(controller, request, plain=True, stream=stream)
+                        call = RetryCall(controller, request, plain=True, stream=stream,
+                                         closes=closes)
                     wait = call.on_error(exc)
                     if wait is None:
                         if isinstance(exc, (AssertionError, TypeError)):
@@ -351,7 +372,8 @@ class SyncRetry(_Common, Generic[_Sync]):
                 if call is None:
                     if plain_final(controller, request, response):
                         return response
-                    call = RetryCall(controller, request, plain=True, stream=stream)
+                    call = RetryCall(controller, request, plain=True, stream=stream,
+                                         closes=closes)
                 elif call.policy.retry_body_errors:
                     limit = call.body_limit(response)
                     if limit is not None:
@@ -394,11 +416,18 @@ class SyncRetry(_Common, Generic[_Sync]):
     def aclose(self) -> None:
         raise _wrong_client(self._flavour, sync=True)
 
+    def _count_close(self) -> None:
+        super()._count_close()
+        wakeup, self._wakeup = self._wakeup, threading.Event()
+        wakeup.set()  # the waits under way end now
+
     def close(self) -> None:
-        """Wait for hedged attempts still running on the workers, stop them, and close the
-        inner transport."""
-        self._workers.close()
+        """Close the inner transport: the requests under way start no attempt after this
+        (a wait between attempts ends at once); the hedged attempts still running on the
+        workers are waited for, and the workers stopped."""
+        self._count_close()
         self._transport.close()
+        self._workers.close()
 
     def __enter__(self) -> Self:
         self._transport.__enter__()
@@ -410,8 +439,9 @@ class SyncRetry(_Common, Generic[_Sync]):
         exc_value: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> None:
-        self._workers.close()
+        self._count_close()
         self._transport.__exit__(exc_type, exc_value, traceback)
+        self._workers.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._transport!r}, policy={self.policy!r})"
@@ -458,7 +488,8 @@ class AsyncRetry(_Common, Generic[_Async]):
         is; a wait whose call returns no awaitable raises ``TypeError``.
         """
         _build(self, locals(), sync=False, clock=anyio.current_time)
-        self._sleep = sleep if sleep is not None else anyio.sleep
+        self._sleep = sleep  # None: anyio.sleep, in a scope that aclose() cancels
+        self._waits: set[anyio.CancelScope] = set()
 
     def _first(self, request: Request) -> None:
         """Before the first request: its library, checked, and the event loop's clock."""
@@ -467,12 +498,31 @@ class AsyncRetry(_Common, Generic[_Async]):
             self._lap = _loop_clock()
         self._untried = False
 
+    async def _pause(self, seconds: float, closes: int) -> None:
+        """Wait ``seconds`` before the next attempt of a request begun at close count
+        ``closes``. The default wait ends at once when the transport is closed (the next
+        attempt then is not sent); the user's ``sleep`` is awaited as it is."""
+        sleep = self._sleep
+        if sleep is not None:
+            await _awaitable(sleep(seconds))
+            return
+        if self._controller.closes != closes:
+            return
+        waits = self._waits
+        with anyio.CancelScope() as scope:
+            waits.add(scope)
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                waits.discard(scope)
+
     async def handle_async_request(self, request: Request) -> Response:
         if self._untried:
             self._first(request)
         controller = self._controller
+        closes = controller.closes
         # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else self._call(request)
+        call = None if plain_first(controller, request) else self._call(request, closes)
         stream = request.stream
         lap = self._lap
         timed = controller.timed
@@ -482,7 +532,7 @@ class AsyncRetry(_Common, Generic[_Async]):
             transport = self._transport
             while True:
                 if wait is not None:
-                    await _awaitable(self._sleep(wait))
+                    await self._pause(wait, closes)
                 if hedged is not None:  # the first try, hedged
                     done, wait = await async_try(hedged, transport, self._flavour,
                                                  self._record, lap, aclose_response)
@@ -499,7 +549,8 @@ class AsyncRetry(_Common, Generic[_Async]):
                         self._record(origin_of(request.url), end - start, end)
                 except Exception as exc:
                     if call is None:
-                        call = RetryCall(controller, request, plain=True, stream=stream)
+                        call = RetryCall(controller, request, plain=True, stream=stream,
+                                         closes=closes)
                     wait = call.on_error(exc)
                     if wait is None:
                         if isinstance(exc, (AssertionError, TypeError)):
@@ -509,7 +560,8 @@ class AsyncRetry(_Common, Generic[_Async]):
                 if call is None:
                     if plain_final(controller, request, response):
                         return response
-                    call = RetryCall(controller, request, plain=True, stream=stream)
+                    call = RetryCall(controller, request, plain=True, stream=stream,
+                                         closes=closes)
                 elif call.policy.retry_body_errors:
                     limit = call.body_limit(response)
                     if limit is not None:
@@ -552,7 +604,15 @@ class AsyncRetry(_Common, Generic[_Async]):
     def close(self) -> None:
         raise _wrong_client(self._flavour, sync=False)
 
+    def _count_close(self) -> None:
+        super()._count_close()
+        for scope in list(self._waits):  # the waits under way end now
+            scope.cancel()
+
     async def aclose(self) -> None:
+        """Close the inner transport: the requests under way start no attempt after this
+        (a wait between attempts ends at once)."""
+        self._count_close()
         await self._transport.aclose()
 
     async def __aenter__(self) -> Self:
@@ -565,6 +625,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         exc_value: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> None:
+        self._count_close()
         await self._transport.__aexit__(exc_type, exc_value, traceback)
 
     def __repr__(self) -> str:

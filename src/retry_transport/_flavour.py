@@ -88,6 +88,8 @@ class Flavour:
             ``TimeoutException``).
         throttled_error: the flavour's ``ThrottledError`` (a subclass of its
             ``TransportError``).
+        transport_error: the flavour's ``TransportError`` (a request under way when its
+            transport was closed ends with one).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
     """
 
@@ -107,6 +109,7 @@ class Flavour:
     circuit_open_error: type[Any]
     deadline_error: type[Any]
     throttled_error: type[Any]
+    transport_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
 
@@ -133,6 +136,7 @@ class Flavour:
             circuit_open_error=circuit_open_error,
             deadline_error=deadline_error,
             throttled_error=throttled_error,
+            transport_error=module.TransportError,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.
             sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),

@@ -71,9 +71,10 @@ class Workers:
         with self._lock:
             self._busy -= 1
 
-    def submit(self, fn: Callable[[Slot], None], slot: Slot) -> None:
+    def submit(self, fn: Callable[[Slot], None], slot: Slot) -> bool:
         """Run ``fn(slot)`` on the worker reserved for it, in the caller's context (its
-        trace span, its deadline); the worker is free again once it returns."""
+        trace span, its deadline); the worker is free again once it returns. False, the
+        reservation given back: :meth:`close` stopped the workers since it was made."""
         def run() -> None:
             try:
                 fn(slot)
@@ -82,8 +83,14 @@ class Workers:
 
         with self._lock:
             pool = self._pool
-        assert pool is not None  # reserved
-        pool.submit(contextvars.copy_context().run, run)
+        try:
+            if pool is None:
+                raise RuntimeError("closed")
+            pool.submit(contextvars.copy_context().run, run)
+        except RuntimeError:  # shut down between the reservation and now
+            self.release()
+            return False
+        return True
 
     def close(self) -> None:
         with self._lock:
@@ -118,33 +125,51 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
     lock = threading.Lock()
     over = False
     origin = call.origin
+    call.losers_run = True
+    on_the_wire: dict[Slot, float] = {}  # attempts under way, by when they were sent
 
     def work(slot: Slot) -> None:
         start = clock()
+        with lock:
+            on_the_wire[slot] = start
+        result: Response | BaseException
         try:
-            response = transport.handle_request(slot.request)
+            result = transport.handle_request(slot.request)
         except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
-            results.put((slot, exc))
-            return
+            result = exc
         end = clock()
-        record(origin, end - start, end)
         with lock:
             if not over:
-                results.put((slot, response))
+                del on_the_wire[slot]
+                if not isinstance(result, BaseException):
+                    record(origin, end - start, end)
+                results.put((slot, result))
                 return
-        response.close()  # the try is over: no one will read it
+        # A loser that ran on: its latency was recorded when the try ended; no one will
+        # read its answer; its tickets (a probe slot) are settled with its own outcome.
+        if not isinstance(result, BaseException):
+            result.close()
+        call.late(slot, result)
 
     def finish() -> None:
         nonlocal over
         with lock:
             over = True
+            # The losers still on the wire: as the async try records a cancelled one, the
+            # time they have taken so far (a lower bound), not the whole of a slow answer
+            # that hedging exists to cut (it would lift the quantile the delay is read from).
+            now = clock()
+            for start in on_the_wire.values():
+                record(origin, now - start, now)
+            on_the_wire.clear()
         while True:  # answers that came in before the end, unread
             try:
-                _, late = results.get_nowait()
+                slot, late = results.get_nowait()
             except queue.Empty:
                 return
             if not isinstance(late, BaseException):
                 late.close()
+            call.late(slot, late)
 
     def start_hedge() -> bool:
         if not workers.reserve(generation):
@@ -153,7 +178,9 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         if hedge is None:
             workers.release()
             return False
-        workers.submit(work, hedge)
+        if not workers.submit(work, hedge):  # closed meanwhile: it ends without a verdict
+            call.done_unsent(hedge)
+            return False
         return True
 
     try:
@@ -162,7 +189,10 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         except BaseException:
             workers.release()
             raise
-        workers.submit(work, first)
+        if not workers.submit(work, first):  # the workers were stopped meanwhile
+            call.done_unsent(first)
+            call.check_open()  # a close since the request began: nothing is sent
+            return None  # begun after the close: it goes unhedged
         next_at = time.monotonic() + call.delay
         while True:
             timeout = None
@@ -218,6 +248,7 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
     verdict: str = "stop"
     result: Response | Exception | None = None
     wait: float | None = None
+    ended = False  # the loop reached a verdict (else an exception ended it)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(work, first)
@@ -246,6 +277,7 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                         next_at = anyio.current_time() + call.delay
                     continue
                 group.cancel_scope.cancel()  # the others are not needed any more
+                ended = True
                 break
     except BaseException:
         # Cancelled while the losers were being cancelled: the winner is handed to no one.
@@ -265,7 +297,12 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                         await aclose(late, flavour)
         send.close()
         receive.close()
-    assert result is not None
+    if not ended:
+        # The loop ended by an exception the task group absorbed: on asyncio, a native
+        # cancellation (task.cancel(), asyncio.timeout) can be taken by anyio for the group's
+        # own. It is the caller's: raise it again (asyncio.timeout turns it into its
+        # TimeoutError). A retryable answer in hand was closed already.
+        raise anyio.get_cancelled_exc_class()
     if verdict == "retry" and not isinstance(result, Exception):
         await aclose(result, flavour)
     return _over(verdict, result, wait)

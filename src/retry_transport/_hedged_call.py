@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from ._core import REFUSED, RetryCall
 from ._guards import HEDGE, Guard
 from ._models import Attempt, new_attempt
-from ._rules import NOT_RETRYABLE, SERVER_DECLINED
+from ._rules import NOT_RETRYABLE, SERVER_DECLINED, classify_error, classify_response
 from ._timeleft import MIN_ATTEMPT
 
 if TYPE_CHECKING:
@@ -60,16 +60,22 @@ Verdict = Literal["win", "more", "retry", "stop"]
 class HedgedCall(RetryCall):
     """A :class:`~._core.RetryCall` whose first try may have several attempts in flight."""
 
-    __slots__ = ("_current", "_number", "_slots", "_stopped", "delay", "hedged", "hedging")
+    __slots__ = ("_current", "_number", "_slots", "_stopped", "delay", "hedged", "hedging",
+                 "losers_run")
 
-    def __init__(self, controller: Controller, request: Request, hedging: Hedging) -> None:
+    def __init__(self, controller: Controller, request: Request, hedging: Hedging,
+                 closes: int | None = None) -> None:
         self._slots: list[Slot] = []
         self._current: Slot | None = None
         self._number = 0  # the hedge being admitted (what the guards read as ``attempt``)
         self._stopped = False  # a guard refused a hedge: no more in this try
         self.hedging = hedging
         self.delay = 0.0
-        super().__init__(controller, request)
+        #: Whether the attempts that lose the race run on to their end (sync: a worker
+        #: thread cannot be stopped) rather than being cancelled (async): a loser then keeps
+        #: its tickets (a half-open probe slot) until it ends, and :meth:`late` settles them.
+        self.losers_run = False
+        super().__init__(controller, request, closes=closes)
         #: Whether the first try is hedged (else the request goes as without hedging).
         self.hedged = hedgeable(self, controller.flavour.byte_stream)
 
@@ -116,7 +122,8 @@ class HedgedCall(RetryCall):
         (the try goes on with those in flight)."""
         slots = self._slots
         if (self._stopped or len(slots) >= self.policy.max_attempts
-                or self.running >= self.hedging.max_attempts):
+                or self.running >= self.hedging.max_attempts
+                or self._controller.closes != self._closes):  # closed: nothing starts
             return None
         progress = self._state()
         left = self._left(progress)
@@ -136,6 +143,16 @@ class HedgedCall(RetryCall):
         progress.hedges += 1
         self._controller.note_hedge(self.request, slot.number, self.delay)
         return slot
+
+    def done_unsent(self, slot: Slot) -> None:
+        """Attempt ``slot`` was made ready but never sent (the transport was closed before
+        a worker took it): it leaves the try, its tickets settled without a verdict."""
+        slot.running = False
+        self._slots.remove(slot)
+        self._tickets, slot.tickets = slot.tickets, []
+        self._settle(None)
+        if slot.hedge:
+            self._state().hedges -= 1
 
     def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
         """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
@@ -179,8 +196,9 @@ class HedgedCall(RetryCall):
                 continue
             if slot.running:
                 slot.running = False
-                self._tickets, slot.tickets = slot.tickets, []
-                self._settle(None)
+                if not self.losers_run:  # cancelled: no verdict
+                    self._tickets, slot.tickets = slot.tickets, []
+                    self._settle(None)
                 history.append(new_attempt(None, None, None, 0.0, None, hedge=slot.hedge,
                                            cancelled=True))
             elif slot.record is not None:
@@ -191,11 +209,31 @@ class HedgedCall(RetryCall):
         self._current = None
         return current is not None and current.hedge
 
+    def late(self, slot: Slot, result: Response | BaseException) -> None:
+        """A loser that ran on (:attr:`losers_run`) ended after its try: its tickets are
+        settled with its own outcome (a probe's slot goes back, its verdict counts). Called
+        once per such attempt, from whichever thread saw it end; touches no state of the
+        request's."""
+        tickets, slot.tickets = slot.tickets, []
+        if not tickets:
+            return
+        controller = self._controller
+        if isinstance(result, Exception):
+            outcome = classify_error(result, controller.flavour)
+        elif isinstance(result, BaseException):
+            outcome = None
+        else:
+            outcome = classify_response(result, result.status_code, self.policy,
+                                        controller.wallclock, controller.cooldown)
+        for guard, ticket in tickets:
+            guard.settle(self, ticket, outcome)
+
     def abandon(self) -> None:
         """The request ended outside the decisions: every attempt in flight is settled
-        without a verdict."""
+        without a verdict (one that runs on, :attr:`losers_run`, is settled by
+        :meth:`late` when it ends)."""
         for slot in self._slots:
-            if slot.running and slot.tickets:
+            if slot.running and slot.tickets and not self.losers_run:
                 slot.running = False
                 self._tickets, slot.tickets = slot.tickets, []
                 self._settle(None)

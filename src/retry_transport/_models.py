@@ -33,6 +33,8 @@ class StopReason(str, enum.Enum):
        raised as ``ThrottledError`` before a first attempt it refuses).
     7. ``budget_exhausted``: the client's retry budget has no tokens left (checked last, so
        no tokens are spent on a retry that another reason stops).
+    8. ``closed``: the transport was closed while the request was under way; no attempt
+       starts after the close (raised as the flavour's ``TransportError``, nothing sent).
     """
 
     SUCCESS = "success"
@@ -47,6 +49,7 @@ class StopReason(str, enum.Enum):
     CIRCUIT_OPEN = "circuit_open"
     THROTTLED = "throttled"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    CLOSED = "closed"
 
     def __str__(self) -> str:
         return self.value

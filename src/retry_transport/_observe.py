@@ -45,6 +45,7 @@ _SUCCESS: Final = StopReason.SUCCESS
 _DISABLED: Final = StopReason.DISABLED
 _CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
 _THROTTLED: Final = StopReason.THROTTLED
+_CLOSED: Final = StopReason.CLOSED
 
 
 def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
@@ -164,6 +165,8 @@ class Observer:
         why = reason.value if detail is None else f"{reason.value}: {detail}"
         if reason is _THROTTLED:
             level = logging.WARNING  # the throttle sheds load: never a line per refusal
+        elif reason is _CLOSED:
+            level = logging.INFO  # the application closed the transport: no failure
         elif info.retries > 0:
             level = logging.ERROR
         elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):

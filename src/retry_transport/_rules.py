@@ -22,6 +22,8 @@ them as data, and the docs that list them are tested against it:
    is open (``circuit_open``); the origin's adaptive throttle refuses it (``throttled``);
    the retry budget cannot pay for the retry (``budget_exhausted``), asked last so that no
    tokens are spent on a retry another rule stops.
+6. The transport was closed since the request began (``closed``): no attempt of it starts
+   after a close, checked before each attempt is sent.
 
 Before an attempt, the guards may also refuse it outright (an open breaker raises
 ``CircuitOpenError``; a cooldown longer than the request may wait raises ``CooldownError``
@@ -86,6 +88,7 @@ RULES: Final = (
     Rule(5, StopReason.CIRCUIT_OPEN, "the origin's circuit breaker is open"),
     Rule(5, StopReason.THROTTLED, "the origin's adaptive throttle refuses the attempt"),
     Rule(5, StopReason.BUDGET_EXHAUSTED, "the retry budget cannot pay for the retry"),
+    Rule(6, StopReason.CLOSED, "the transport was closed before the attempt could start"),
 )
 ORDER: Final = tuple(rule.reason for rule in RULES)
 

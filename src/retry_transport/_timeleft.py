@@ -1,5 +1,5 @@
 """The deadline's part of a request's decisions: the time left, and the end of a request
-whose time ran out before an attempt could be sent.
+whose next attempt cannot be sent (its time ran out, or its transport was closed).
 
 Mixed into :class:`~._core.RetryCall`: a request's deadline is the earlier of its policy's
 ``deadline`` (measured on the transport's clock from the request's start) and the ambient
@@ -25,6 +25,7 @@ __all__ = ["MIN_ATTEMPT", "TimeLeft"]
 MIN_ATTEMPT: Final = 0.001
 
 _DEADLINE: Final = StopReason.DEADLINE
+_CLOSED: Final = StopReason.CLOSED
 
 
 class TimeLeft:
@@ -79,26 +80,40 @@ class TimeLeft:
             guards[index].refund(self, carried[index])  # type: ignore[arg-type]  # a RetryCall
 
     def _expired(self, progress: Any, left: float) -> NoReturn:
-        """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go.
-        Before a retry, the retry that was waited for counts in ``retries``, as for a guard's
-        refusal (``_refuse``)."""
+        """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go."""
+        shown = f"({max(left, 0.0) * 1000:.3f} ms left): not sent"
+        if progress.history:
+            message = (f"the deadline passed while waiting to send attempt "
+                       f"{len(progress.history) + 1} {shown}")
+        else:
+            message = f"the deadline passed before the request could be sent {shown}"
+        self._not_sent(progress, _DEADLINE, self._controller.flavour.deadline_error, message)
+
+    def _closed(self, progress: Any) -> NoReturn:
+        """Raise the flavour's ``TransportError``: the transport was closed since the
+        request began, so its next attempt does not start."""
+        message = (f"the transport was closed while this request was under way: attempt "
+                   f"{len(progress.history) + 1} was not sent")
+        self._not_sent(progress, _CLOSED, self._controller.flavour.transport_error, message)
+
+    def _not_sent(self, progress: Any, reason: StopReason, error_class: type[Any],
+                  message: str) -> NoReturn:
+        """End the request before an attempt is sent, raising ``error_class(message)`` with
+        its metadata. Before a retry, the retry that was waited for counts in ``retries``
+        (as for a guard's refusal, ``_refuse``), and what the guards took for it goes
+        back."""
         history = tuple(progress.history)
         carried = progress.carried
         if history and carried is not None:  # a retry not sent after all
             progress.carried = None
             self._give_back(carried, 0)
-        info = RetryInfo(len(history), len(history), history, progress.total_wait, _DEADLINE)
+        info = RetryInfo(len(history), len(history), history, progress.total_wait, reason)
+        note = None
         if history:
-            message = (f"the deadline passed while waiting to send attempt "
-                       f"{len(history) + 1} ({max(left, 0.0) * 1000:.3f} ms left): not sent")
-            note = (f"retry-transport: gave up after {len(history)} attempt(s) (deadline): "
-                    "the retry waited for was not sent")
-        else:
-            message = (f"the deadline passed before the request could be sent "
-                       f"({max(left, 0.0) * 1000:.3f} ms left): not sent")
-            note = None
+            note = (f"retry-transport: gave up after {len(history)} attempt(s) "
+                    f"({reason.value}): the retry waited for was not sent")
         request = self.request
-        error = self._controller.flavour.deadline_error(message, request=request)
+        error = error_class(message, request=request)
         remember(error, info, note)
         self._controller.note_finish(request, info, failed_retryable=True)
         raise error

@@ -187,8 +187,10 @@ class _Output:
 
     def write(self, data: bytes) -> object:
         self.sent = True
-        assert self._write is not None  # only given out by start_response
-        return self._write(data)
+        write = self._write  # only given out by start_response, which sets it
+        if write is None:
+            raise RuntimeError("write() called before start_response()")
+        return write(data)
 
     def expired(self, error: Exception) -> list[bytes] | None:
         """The ``504`` answer to ``error`` escaping the application, if it is a
