@@ -55,6 +55,7 @@ class CooldownTable:
 
     reason = None  # it vetoes no retry: a retry already waits at least the server's time
     learns = True
+    health = False
     plain: object = None  # it takes no ticket
     tally = None
 

@@ -67,6 +67,10 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._controller = Controller(policy, flavour=flavour, settings=settings,
                                     clock=settings.clock or clock)
     driver._transport = transport
+    # httpx's own transports keep a pool and trace each request: a hedged try can tell
+    # an attempt waiting for a connection from one on the wire (``_hedge_loops``).
+    driver._pooled = isinstance(transport, (cast(type, flavour.sync_transport),
+                                            cast(type, flavour.async_transport)))
     driver._untried = True
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
@@ -156,6 +160,7 @@ def _loop_clock() -> Callable[[], float]:
 class _Common:
     _controller: Controller
     _transport: Any
+    _pooled: bool
     _flavour: ClassVar[Flavour]
     #: Whether no request was handled yet: the first one's library is checked, then this
     #: is False, so the success path checks nothing.
@@ -535,7 +540,8 @@ class AsyncRetry(_Common, Generic[_Async]):
                     await self._pause(wait, closes)
                 if hedged is not None:  # the first try, hedged
                     done, wait = await async_try(hedged, transport, self._flavour,
-                                                 self._record, lap, aclose_response)
+                                                 self._record, lap, aclose_response,
+                                                 self._pooled)
                     hedged = None
                     if done is not None:
                         return done

@@ -167,6 +167,12 @@ class Guard(Protocol):
     #: Whether :meth:`learn` is to be called.
     learns: bool
 
+    #: Whether the guard judges the origin's health from outcomes (its tickets are settled
+    #: with the outcome of a sync hedge that lost the race but ran on to its end; a guard
+    #: that only accounts for the request, such as the budget, is settled without a
+    #: verdict when the race ends).
+    health: bool
+
     def learn(self, call: CallView, outcome: Outcome) -> None:
         """A response outcome that was not final at once (it may carry the server's
         signals), whatever the ticket."""
@@ -192,6 +198,7 @@ class BreakerGuard:
 
     reason = _CIRCUIT_OPEN
     learns = False
+    health = True
     plain = 0  # no probe
     tally = None
 
@@ -279,6 +286,7 @@ class BudgetGuard:
 
     reason = _BUDGET_EXHAUSTED
     learns = False
+    health = False
     quiet = True  # a first attempt is never refused
     plain = _REFUND
 
@@ -337,6 +345,7 @@ class ThrottleGuard:
 
     reason = _THROTTLED
     learns = False
+    health = True
     plain = _SENT  # a first attempt let through: its outcome is counted
     tally = None
 

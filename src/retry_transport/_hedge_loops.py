@@ -181,6 +181,7 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         if not workers.submit(work, hedge):  # closed meanwhile: it ends without a verdict
             call.done_unsent(hedge)
             return False
+        call.sent(hedge, clock())  # a worker was free: it goes now
         return True
 
     try:
@@ -221,28 +222,63 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         finish()
 
 
+#: What an async attempt's task reports when it leaves the client's own pool.
+_SENT: Final = object()
+
+
+def _on_the_wire(call: HedgedCall, slot: Slot, clock: Callable[[], float],
+                 report: Callable[[tuple[Slot, Any]], None]) -> None:
+    """Have ``slot`` tell ``call`` and ``report`` when it leaves the client's own pool for
+    the wire: the inner transport's first trace event (httpcore sends none while a request
+    waits for a connection); then the caller's own trace callback, if any, as before."""
+    extensions = slot.request.extensions  # the slot's own copy (``RetryCall._dress``)
+    theirs = extensions.get("trace")
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if slot.sent is None:
+            call.sent(slot, clock())
+            report((slot, _SENT))
+        if theirs is not None:
+            await theirs(name, info)
+
+    extensions["trace"] = trace
+
+
 async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                     record: Callable[[str, float, float], None], clock: Callable[[], float],
-                    aclose: Callable[[Response, Flavour], Awaitable[None]]) -> Ended:
-    """Run ``call``'s hedged try in a task group (asyncio and trio alike)."""
+                    aclose: Callable[[Response, Flavour], Awaitable[None]],
+                    pooled: bool = False) -> Ended:
+    """Run ``call``'s hedged try in a task group (asyncio and trio alike).
+
+    ``pooled``: the inner transport keeps a pool of connections and traces each request
+    (httpx's own): an attempt still waiting for a connection of the client's own pool is
+    not on the wire, so no hedge's delay runs for it, its latency is timed from when it
+    leaves the pool, and a hedge that never left it is no hedge (not counted, its cost
+    given back). Other transports send at once."""
     first = call.begin()  # outside the group: a DeadlineExceeded is raised as it is
-    send, receive = anyio.create_memory_object_stream[tuple[Slot, Response | Exception]](
-        math.inf)
+    send, receive = anyio.create_memory_object_stream[tuple[Slot, Any]](math.inf)
     origin = call.origin
 
     async def work(slot: Slot) -> None:
         start = clock()
+        if pooled:
+            _on_the_wire(call, slot, clock, send.send_nowait)
+        else:
+            call.sent(slot, start)
+            send.send_nowait((slot, _SENT))
         try:
             response = await transport.handle_async_request(slot.request)
         except Exception as exc:
             send.send_nowait((slot, exc))
             return
-        except BaseException:  # cancelled: it took at least this long (a lower bound)
-            end = clock()
-            record(origin, end - start, end)
+        except BaseException:  # cancelled: on the wire this long at least (a lower bound)
+            sent = slot.sent
+            if sent is not None:
+                end = clock()
+                record(origin, end - sent, end)
             raise
         end = clock()
-        record(origin, end - start, end)
+        record(origin, end - (slot.sent if slot.sent is not None else start), end)
         send.send_nowait((slot, response))  # no checkpoint since the response came
 
     verdict: str = "stop"
@@ -252,21 +288,29 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(work, first)
-            next_at = anyio.current_time() + call.delay
+            latest = first  # the last attempt started: a hedge's delay runs once it is sent
+            next_at: float | None = None
             while True:
                 item = None
-                if call.can_hedge():
+                if next_at is not None and call.can_hedge():
                     with anyio.move_on_after(max(next_at - anyio.current_time(), 0.0)):
                         item = await receive.receive()
                     if item is None:
+                        next_at = None
                         hedge = call.hedge()
                         if hedge is not None:
                             group.start_soon(work, hedge)
-                        next_at = anyio.current_time() + call.delay
+                            latest = hedge
+                        else:
+                            next_at = anyio.current_time() + call.delay
                         continue
                 else:
                     item = await receive.receive()
                 slot, result = item
+                if result is _SENT:  # on the wire: a hedge's delay runs from now
+                    if slot is latest:
+                        next_at = anyio.current_time() + call.delay
+                    continue
                 verdict, wait = call.done(slot, result)
                 if verdict == "more":
                     if not isinstance(result, Exception):
@@ -274,7 +318,7 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                     hedge = call.hedge()
                     if hedge is not None:
                         group.start_soon(work, hedge)
-                        next_at = anyio.current_time() + call.delay
+                        latest, next_at = hedge, None
                     continue
                 group.cancel_scope.cancel()  # the others are not needed any more
                 ended = True

@@ -39,7 +39,7 @@ def hedgeable(call: RetryCall, flavour_stream: type) -> bool:
 class Slot:
     """One attempt of a hedged try: what it sends and its own tickets."""
 
-    __slots__ = ("hedge", "number", "record", "request", "running", "tickets")
+    __slots__ = ("hedge", "number", "record", "request", "running", "sent", "tickets")
 
     def __init__(self, number: int, request: Request, tickets: list[tuple[Guard, object]],
                  hedge: bool) -> None:
@@ -49,6 +49,9 @@ class Slot:
         self.hedge = hedge
         self.running = True  # no outcome judged yet
         self.record: Attempt | None = None  # a retryable outcome's record, while others run
+        #: When it left the client's own pool for the wire (the transport's clock), or
+        #: ``None`` while it waits for a connection (see ``HedgedCall.sent``).
+        self.sent: float | None = None
 
 
 #: What :meth:`HedgedCall.done` answers: hand this outcome over (``"win"``: the response is
@@ -139,20 +142,32 @@ class HedgedCall(RetryCall):
                 self._stopped = True
                 return None
         tickets, self._tickets = self._tickets, []
-        slot = self._slot(len(slots) + 1, list(tickets), left, hedge=True)
-        progress.hedges += 1
-        self._controller.note_hedge(self.request, slot.number, self.delay)
-        return slot
+        return self._slot(len(slots) + 1, list(tickets), left, hedge=True)
+
+    def sent(self, slot: Slot, when: float) -> None:
+        """Attempt ``slot`` left the client's own pool at ``when``: a hedge is counted (in
+        ``RetryInfo.hedges``, the stats, a ``hedge`` event) only now. One still waiting
+        for a connection when the try ends is no hedge: :meth:`_conclude` gives back what
+        its admission took."""
+        slot.sent = when
+        if slot.hedge:
+            self._state().hedges += 1
+            self._controller.note_hedge(self.request, slot.number, self.delay)
 
     def done_unsent(self, slot: Slot) -> None:
         """Attempt ``slot`` was made ready but never sent (the transport was closed before
-        a worker took it): it leaves the try, its tickets settled without a verdict."""
+        a worker took it): it leaves the try, and what its admission took goes back."""
         slot.running = False
         self._slots.remove(slot)
-        self._tickets, slot.tickets = slot.tickets, []
-        self._settle(None)
-        if slot.hedge:
-            self._state().hedges -= 1
+        self._unsent(slot)
+
+    def _unsent(self, slot: Slot) -> None:
+        """What the admission of ``slot``, never sent, took goes back (a hedge's cost to
+        the budget), and its tickets are settled without a verdict."""
+        tickets, slot.tickets = slot.tickets, []
+        for guard, ticket in tickets:
+            guard.refund(self, ticket)
+            guard.settle(self, ticket, None)
 
     def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
         """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
@@ -194,11 +209,19 @@ class HedgedCall(RetryCall):
             if slot is current:
                 progress.place = len(history)
                 continue
+            if slot.running and slot.hedge and slot.sent is None:  # no hedge after all
+                slot.running = False
+                self._unsent(slot)
+                continue
             if slot.running:
                 slot.running = False
-                if not self.losers_run:  # cancelled: no verdict
-                    self._tickets, slot.tickets = slot.tickets, []
-                    self._settle(None)
+                # Cancelled: no verdict. A loser that runs on keeps the tickets of the guards
+                # that judge the origin's health, for its own outcome (``late``).
+                keep = self.losers_run
+                tickets = slot.tickets
+                slot.tickets = [pair for pair in tickets if keep and pair[0].health]
+                self._tickets = [pair for pair in tickets if not (keep and pair[0].health)]
+                self._settle(None)
                 history.append(new_attempt(None, None, None, 0.0, None, hedge=slot.hedge,
                                            cancelled=True))
             elif slot.record is not None:
