@@ -429,10 +429,12 @@ class SyncRetry(_Common, Generic[_Sync]):
     def close(self) -> None:
         """Close the inner transport: the requests under way start no attempt after this
         (a wait between attempts ends at once); the hedged attempts still running on the
-        workers are waited for, and the workers stopped."""
+        workers are waited for first, and the workers stopped."""
         self._count_close()
-        self._transport.close()
+        # The workers' attempts end first, as they would have: a pool closed under a read
+        # blocked on another thread does not wake it, so it would wait for its timeout.
         self._workers.close()
+        self._transport.close()
 
     def __enter__(self) -> Self:
         self._transport.__enter__()
@@ -445,8 +447,8 @@ class SyncRetry(_Common, Generic[_Sync]):
         traceback: TracebackType | None = None,
     ) -> None:
         self._count_close()
+        self._workers.close()  # as in close()
         self._transport.__exit__(exc_type, exc_value, traceback)
-        self._workers.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._transport!r}, policy={self.policy!r})"

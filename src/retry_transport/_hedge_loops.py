@@ -93,6 +93,7 @@ class Workers:
         return True
 
     def close(self) -> None:
+        """Stop the workers, once the attempts they run have ended."""
         with self._lock:
             pool, self._pool = self._pool, None
             self.generation += 1
@@ -103,6 +104,23 @@ class Workers:
         self._lock = threading.Lock()
         self._pool = None
         self._busy = 0
+
+
+async def _close_all(responses: list[Response], flavour: Flavour,
+                     aclose: Callable[[Response, Flavour], Awaitable[None]]) -> None:
+    """Close every one of ``responses``, shielded from anyio's cancellation; a native
+    asyncio cancellation reaches through the shield, so the rest are still closed and the
+    first exception is raised again at the end."""
+    error: BaseException | None = None
+    for response in responses:
+        try:
+            with anyio.CancelScope(shield=True):
+                await aclose(response, flavour)
+        except BaseException as exc:
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error
 
 
 def _over(verdict: str, result: Response | BaseException, wait: float | None) -> Ended:
@@ -285,6 +303,7 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
     result: Response | Exception | None = None
     wait: float | None = None
     ended = False  # the loop reached a verdict (else an exception ended it)
+    unread: list[Response] = []  # answers handed to no one: closed whatever happens
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(work, first)
@@ -306,11 +325,12 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
                         continue
                 else:
                     item = await receive.receive()
-                slot, result = item
-                if result is _SENT:  # on the wire: a hedge's delay runs from now
+                slot, outcome = item
+                if outcome is _SENT:  # on the wire: a hedge's delay runs from now
                     if slot is latest:
                         next_at = anyio.current_time() + call.delay
                     continue
+                result = outcome
                 verdict, wait = call.done(slot, result)
                 if verdict == "more":
                     if not isinstance(result, Exception):
@@ -326,21 +346,20 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
     except BaseException:
         # Cancelled while the losers were being cancelled: the winner is handed to no one.
         if result is not None and not isinstance(result, Exception) and verdict != "more":
-            with anyio.CancelScope(shield=True):
-                await aclose(result, flavour)
+            unread.append(result)
         raise
     finally:
-        if receive.statistics().current_buffer_used:  # answers that came in, unread
-            with anyio.CancelScope(shield=True):
-                while True:
-                    try:
-                        _, late = receive.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    if not isinstance(late, Exception):
-                        await aclose(late, flavour)
-        send.close()
+        while True:  # answers that came in, unread
+            try:
+                _, outcome = receive.receive_nowait()
+            except anyio.WouldBlock:
+                break
+            if outcome is not _SENT and not isinstance(outcome, Exception):
+                unread.append(outcome)
+        send.close()  # before any await: a native cancellation may interrupt one
         receive.close()
+        if unread:
+            await _close_all(unread, flavour, aclose)
     if not ended:
         # The loop ended by an exception the task group absorbed: on asyncio, a native
         # cancellation (task.cancel(), asyncio.timeout) can be taken by anyio for the group's
@@ -348,5 +367,5 @@ async def async_try(call: HedgedCall, transport: Any, flavour: Flavour,
         # TimeoutError). A retryable answer in hand was closed already.
         raise anyio.get_cancelled_exc_class()
     if verdict == "retry" and not isinstance(result, Exception):
-        await aclose(result, flavour)
+        await _close_all([result], flavour, aclose)
     return _over(verdict, result, wait)
