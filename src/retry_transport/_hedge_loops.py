@@ -14,12 +14,12 @@ The hedging delay is waited on the event loop's timer (async: virtual under trio
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import anyio
@@ -40,18 +40,33 @@ HEDGE_WORKERS: Final = 64
 Ended = tuple[Response | None, float | None]
 
 
+class _Worker:
+    """One worker thread: it waits on its own lock for the next job (``None``: stop)."""
+
+    __slots__ = ("job", "thread", "wake")
+
+    def __init__(self) -> None:
+        self.job: Callable[[], object] | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()  # released to hand it a job
+        self.thread: threading.Thread | None = None
+
+
 class Workers:
-    """A sync transport's worker threads for hedged attempts, started when first needed.
+    """A sync transport's worker threads for hedged attempts, started when first needed
+    (at most :data:`HEDGE_WORKERS`), idle ones reused.
 
     A worker is reserved before an attempt is made ready for it (:meth:`reserve`), so that
-    an attempt never waits in a queue. :meth:`close` waits for the attempts still running
-    and stops the threads; the tries under way then start no more attempts, and a request
-    made afterwards (httpx's own transports may be used again) starts new threads."""
+    an attempt never waits in a queue. A job is handed to an idle worker by releasing the
+    lock it waits on: no future, no queue. :meth:`close` waits for the attempts still
+    running and stops the threads; the tries under way then start no more attempts, and a
+    request made afterwards (httpx's own transports may be used again) starts new threads."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-        self._busy = 0
+        self._idle: list[_Worker] = []
+        self._all: list[_Worker] = []
+        self._busy = 0  # reserved, running or about to
         self.generation = 0  # one more at each close(): a try of an earlier one stops
         track(self)  # a forked child has none of the threads: it starts its own
 
@@ -61,9 +76,6 @@ class Workers:
             if generation != self.generation or self._busy >= HEDGE_WORKERS:
                 return False
             self._busy += 1
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(HEDGE_WORKERS,
-                                                thread_name_prefix="retry-transport-hedge")
             return True
 
     def release(self) -> None:
@@ -71,38 +83,71 @@ class Workers:
         with self._lock:
             self._busy -= 1
 
-    def submit(self, fn: Callable[[Slot], None], slot: Slot) -> bool:
-        """Run ``fn(slot)`` on the worker reserved for it, in the caller's context (its
-        trace span, its deadline); the worker is free again once it returns. False, the
-        reservation given back: :meth:`close` stopped the workers since it was made."""
-        def run() -> None:
-            try:
-                fn(slot)
-            finally:
-                self.release()
-
+    def submit(self, fn: Callable[[Slot], None], slot: Slot, generation: int) -> bool:
+        """Run ``fn(slot)`` on the worker reserved for it in ``generation``, in the
+        caller's context (its trace span, its deadline); the worker is free again once it
+        returns. False, the reservation given back: :meth:`close` stopped the workers since
+        it was made."""
+        job = functools.partial(contextvars.copy_context().run, fn, slot)
         with self._lock:
-            pool = self._pool
-        try:
-            if pool is None:
-                raise RuntimeError("closed")
-            pool.submit(contextvars.copy_context().run, run)
-        except RuntimeError:  # shut down between the reservation and now
-            self.release()
-            return False
+            if generation != self.generation:  # closed since the reservation
+                self._busy -= 1
+                return False
+            worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                worker = _Worker()
+                self._all.append(worker)
+                thread = worker.thread = threading.Thread(
+                    target=self._serve, args=(worker,), daemon=True,
+                    name=f"retry-transport-hedge-{len(self._all)}")
+            else:
+                thread = None
+            worker.job = job
+        if thread is not None:
+            thread.start()
+        worker.wake.release()
         return True
+
+    def _serve(self, worker: _Worker) -> None:
+        """A worker thread's loop: run each job handed over, until told to stop."""
+        wake = worker.wake
+        lock = self._lock
+        while True:
+            wake.acquire()
+            job, worker.job = worker.job, None
+            if job is None:
+                return
+            done = False
+            try:
+                job()
+                done = True
+            finally:  # a job that raised ends its thread (threading.excepthook reports it)
+                with lock:
+                    self._busy -= 1
+                    going_on = done and worker in self._all  # else stopped by close()
+                    if going_on:
+                        self._idle.append(worker)
+                    elif worker in self._all:
+                        self._all.remove(worker)
+            if not going_on:
+                return
 
     def close(self) -> None:
         """Stop the workers, once the attempts they run have ended."""
         with self._lock:
-            pool, self._pool = self._pool, None
+            workers, idle = self._all, self._idle
+            self._all, self._idle = [], []
             self.generation += 1
-        if pool is not None:
-            pool.shutdown(wait=True)
+        for worker in idle:  # no job: woken, it stops; a busy one stops after its job
+            worker.wake.release()
+        current = threading.current_thread()
+        for worker in workers:
+            if worker.thread is not None and worker.thread is not current:
+                worker.thread.join()
 
     def _renew_locks(self) -> None:  # a forked child has none of the parent's threads
         self._lock = threading.Lock()
-        self._pool = None
+        self._idle, self._all = [], []
         self._busy = 0
 
 
@@ -196,7 +241,7 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         if hedge is None:
             workers.release()
             return False
-        if not workers.submit(work, hedge):  # closed meanwhile: it ends without a verdict
+        if not workers.submit(work, hedge, generation):  # closed meanwhile: no verdict
             call.done_unsent(hedge)
             return False
         call.sent(hedge, clock())  # a worker was free: it goes now
@@ -208,7 +253,7 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         except BaseException:
             workers.release()
             raise
-        if not workers.submit(work, first):  # the workers were stopped meanwhile
+        if not workers.submit(work, first, generation):  # the workers were stopped meanwhile
             call.done_unsent(first)
             call.check_open()  # a close since the request began: nothing is sent
             return None  # begun after the close: it goes unhedged
