@@ -10,8 +10,15 @@ from typing import TYPE_CHECKING, Literal
 
 from ._core import REFUSED, RetryCall
 from ._guards import HEDGE, Guard
+from ._http import attach
 from ._models import Attempt, new_attempt
-from ._rules import NOT_RETRYABLE, SERVER_DECLINED, classify_error, classify_response
+from ._rules import (
+    NOT_RETRYABLE,
+    SERVER_DECLINED,
+    classify_error,
+    classify_response,
+    final_at_once,
+)
 from ._timeleft import MIN_ATTEMPT
 
 if TYPE_CHECKING:
@@ -172,6 +179,20 @@ class HedgedCall(RetryCall):
     def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
         """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
         slot.running = False
+        if len(self._slots) == 1 and not isinstance(result, Exception):
+            # The first attempt answered before any hedge: as an unhedged request's, an
+            # answer final at once takes the shared metadata (``RetryCall.on_response``).
+            controller = self._controller
+            progress = self._progress
+            status = result.status_code
+            if (progress is not None and not progress.history and not progress.total_wait
+                    and final_at_once(result, status, self.policy, controller.pacing)):
+                info, outcome = controller.final(status)
+                attach(result, info)
+                tickets, slot.tickets = slot.tickets, []
+                for guard, ticket in tickets:
+                    guard.settle(self, ticket, outcome)
+                return "win", None
         self._tickets, slot.tickets = slot.tickets, []
         self._current = slot
         error = isinstance(result, Exception)
