@@ -22,6 +22,7 @@ from __future__ import annotations
 import calendar
 import io
 import multiprocessing
+import select
 import selectors
 import socket
 import socketserver
@@ -84,6 +85,26 @@ def read_body(rfile: IO[bytes] | io.BufferedIOBase, headers: dict[str, str]) -> 
             rfile.readline(1024)  # the CRLF after each chunk
     length = int(headers.get("content-length", "0") or "0")
     return rfile.read(length) if length else b""
+
+
+def hung_up_within(connection: socket.socket, seconds: float, stopping: threading.Event,
+                   poll: float = 0.05) -> bool:
+    """Wait ``seconds`` (less once ``stopping`` is set), watching a handler's
+    ``connection``: whether the client closed it meanwhile."""
+    end = time.monotonic() + seconds
+    while not stopping.is_set():
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        readable, _, _ = select.select([connection], [], [], min(left, poll))
+        if readable:
+            try:
+                if connection.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+            except OSError:  # reset
+                return True
+            time.sleep(min(left, 0.005))  # bytes of a next request: not a hang-up
+    return False
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,6 @@ import contextlib
 import gc
 import os
 import random
-import select
-import socket
 import sys
 import threading
 import time
@@ -36,7 +34,7 @@ import pytest
 
 from tests.flavour import FLAVOURS, httpx, rt, use
 from tests.real.clients import client_timeout
-from tests.real.servers import BOUND, LocalHTTPServer
+from tests.real.servers import BOUND, LocalHTTPServer, hung_up_within
 
 pytestmark = pytest.mark.real
 
@@ -117,23 +115,8 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _hung_up_within(self, seconds: float) -> bool:
-        """Wait ``seconds`` (less once the server stops), watching the connection: whether
-        the client closed it meanwhile."""
-        end = time.monotonic() + seconds
-        sock: socket.socket = self.connection
-        while not self.server.stopping.is_set():
-            left = end - time.monotonic()
-            if left <= 0:
-                return False
-            readable, _, _ = select.select([sock], [], [], min(left, 0.02))
-            if readable:
-                try:
-                    if sock.recv(1, socket.MSG_PEEK) == b"":
-                        return True
-                except OSError:  # reset
-                    return True
-                time.sleep(min(left, 0.005))  # bytes of a next request: not a hang-up
-        return False
+        """Wait ``seconds``, watching the connection: whether the client closed it."""
+        return hung_up_within(self.connection, seconds, self.server.stopping, poll=0.02)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
