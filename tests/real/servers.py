@@ -182,6 +182,63 @@ class LocalHTTPServer(ThreadingHTTPServer):
 # -- the polite server -----------------------------------------------------------------
 
 
+class WatchedHTTPServer(LocalHTTPServer):
+    """A :class:`LocalHTTPServer` that counts its connections (``open`` now,
+    ``connections`` ever) and tells its handlers when it stops (``stopping``), so that a
+    delayed answer ends at once; its handler is a :class:`KeepAliveHandler`."""
+
+    request_queue_size = 256
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(handler)
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.open = 0
+        self.connections = 0
+
+    def stop(self) -> None:
+        self.stopping.set()  # a delayed answer in progress ends at once
+        super().stop()
+
+    def _opened(self) -> None:
+        with self._lock:
+            self.open += 1
+            self.connections += 1
+
+    def _closed(self) -> None:
+        with self._lock:
+            self.open -= 1
+
+
+class KeepAliveHandler(BaseHTTPRequestHandler):
+    """A keep-alive handler of a :class:`WatchedHTTPServer`, which it tells of its
+    connection's opening and end; ``hung_up_within`` waits while watching for a hang-up."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    timeout = BOUND  # an idle keep-alive connection ends by itself
+    server: WatchedHTTPServer
+    #: Seconds between looks at the connection while a delayed answer waits.
+    poll = 0.05
+
+    def setup(self) -> None:
+        super().setup()
+        self.server._opened()
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server._closed()
+
+    def hung_up_within(self, seconds: float) -> bool:
+        """Wait ``seconds``, watching the connection: whether the client closed it."""
+        return hung_up_within(self.connection, seconds, self.server.stopping, self.poll)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer.

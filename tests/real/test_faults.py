@@ -26,7 +26,6 @@ import urllib.parse
 import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -34,7 +33,7 @@ import pytest
 
 from tests.flavour import FLAVOURS, httpx, rt, use
 from tests.real.clients import client_timeout
-from tests.real.servers import BOUND, LocalHTTPServer, hung_up_within
+from tests.real.servers import BOUND, KeepAliveHandler, WatchedHTTPServer
 
 pytestmark = pytest.mark.real
 
@@ -77,31 +76,19 @@ CANCEL_FLAVOUR = FLAVOURS[-1]
 # -- the server --------------------------------------------------------------------------
 
 
-class _FaultHandler(BaseHTTPRequestHandler):
+class _FaultHandler(KeepAliveHandler):
     """``?delay=s``: answer after ``s`` seconds (at once if the client hangs up first);
     ``?retry_after=n``: the path's first request is answered 503 with ``Retry-After: n``."""
 
-    protocol_version = "HTTP/1.1"  # keep-alive
-    disable_nagle_algorithm = True
-    timeout = BOUND  # an idle keep-alive connection ends by itself
     server: FaultServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.server._opened()
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server._closed()
+    poll = 0.02
 
     def do_GET(self) -> None:
         path, _, query = self.path.partition("?")
         params = dict(urllib.parse.parse_qsl(query))
         index = self.server._received(path)
         delay = float(params.get("delay", "0"))
-        if delay and self._hung_up_within(delay):
+        if delay and self.hung_up_within(delay):
             self.close_connection = True
             return
         retry_after = params.get("retry_after")
@@ -114,29 +101,14 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _hung_up_within(self, seconds: float) -> bool:
-        """Wait ``seconds``, watching the connection: whether the client closed it."""
-        return hung_up_within(self.connection, seconds, self.server.stopping, poll=0.02)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
-class FaultServer(LocalHTTPServer):
+class FaultServer(WatchedHTTPServer):
     """Counts the requests per path and the connections open now (see ``_FaultHandler``)."""
-
-    request_queue_size = 256
 
     def __init__(self) -> None:
         super().__init__(_FaultHandler)
-        self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
-        self.stopping = threading.Event()
-        self.open = 0
-
-    def stop(self) -> None:
-        self.stopping.set()  # a delayed answer in progress ends at once
-        super().stop()
 
     def count(self, path: str) -> int:
         with self._lock:
@@ -147,14 +119,6 @@ class FaultServer(LocalHTTPServer):
             index = self._counts[path]
             self._counts[path] = index + 1
             return index
-
-    def _opened(self) -> None:
-        with self._lock:
-            self.open += 1
-
-    def _closed(self) -> None:
-        with self._lock:
-            self.open -= 1
 
 
 @pytest.fixture

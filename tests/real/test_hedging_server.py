@@ -27,7 +27,6 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -35,7 +34,7 @@ import pytest
 
 from tests.flavour import FLAVOURS, httpx, rt, use
 from tests.real.clients import check_flavour, client_timeout
-from tests.real.servers import BOUND, LocalHTTPServer, hung_up_within
+from tests.real.servers import KeepAliveHandler, WatchedHTTPServer
 
 pytestmark = pytest.mark.real
 
@@ -70,28 +69,16 @@ CONTROL_THREADS = 100
 SETTLE = 2.0
 
 
-class _TailHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive
-    disable_nagle_algorithm = True
-    timeout = BOUND  # an idle keep-alive connection ends by itself
+class _TailHandler(KeepAliveHandler):
     server: TailServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.server._opened()
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server._closed()
+    poll = 0.05
 
     def do_GET(self) -> None:
         _, _, number = self.path.partition("?n=")
         slow = self.server._draw(int(number))
         if not slow:
             time.sleep(FAST)
-        elif self._hung_up_within(SLOW):
+        elif self.hung_up_within(SLOW):
             self.server._note_hang_up()
             self.close_connection = True
             return
@@ -101,39 +88,23 @@ class _TailHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _hung_up_within(self, seconds: float) -> bool:
-        """Wait ``seconds``, watching the connection: whether the client closed it."""
-        return hung_up_within(self.connection, seconds, self.server.stopping, poll=0.05)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
-class TailServer(LocalHTTPServer):
+class TailServer(WatchedHTTPServer):
     """Answers a random ``SLOW_SHARE`` of requests in ``SLOW`` seconds and the others in
     ``FAST``: looked up per request, under a lock, among answers drawn from a seeded
     ``random.Random`` for each request number and attempt (see the top). Counts the
     requests, the slow ones, the connections (open now, and in all) and the slow requests
     whose client hung up before the answer."""
 
-    request_queue_size = 256
-
     def __init__(self) -> None:
         super().__init__(_TailHandler)
-        self._lock = threading.Lock()
         draw = random.Random(SEED).random
         self._slow = [[draw() < SLOW_SHARE for _ in range(ATTEMPTS)] for _ in range(NUMBERS)]
         self._attempts: dict[int, int] = {}
-        self.stopping = threading.Event()
         self.requests = 0
         self.slow = 0
         self.hang_ups = 0
-        self.connections = 0
-        self.open = 0
-
-    def stop(self) -> None:
-        self.stopping.set()  # a slow request in progress answers at once
-        super().stop()
 
     def _draw(self, number: int) -> bool:
         """Whether this request, attempt ``k`` of request ``number`` (the k-th to arrive
@@ -145,15 +116,6 @@ class TailServer(LocalHTTPServer):
             slow = self._slow[number][attempt] if attempt < ATTEMPTS else False
             self.slow += slow
             return slow
-
-    def _opened(self) -> None:
-        with self._lock:
-            self.open += 1
-            self.connections += 1
-
-    def _closed(self) -> None:
-        with self._lock:
-            self.open -= 1
 
     def _note_hang_up(self) -> None:
         with self._lock:
