@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import ssl
@@ -169,3 +170,22 @@ def stores(request: pytest.FixtureRequest, prefix: str) -> Iterator[Callable[...
     finally:
         for store in made:
             store.close()
+
+
+@pytest.fixture
+def frozen_heap() -> Iterator[None]:
+    """The tests' ``gc.collect()`` calls are there to free what the test itself made
+    (responses, connections, the cycles among them) before descriptors are counted or
+    ResourceWarnings looked for. Everything that existed before the test, most of it the
+    rest of the session (some 300,000 objects in a whole run, 0.18 s a collection against
+    0.03 s for this file alone), is frozen for the test's length (``gc.freeze``): a
+    collection does not look at it again. The test's own objects are collected exactly as
+    before; an old object kept alive could only add descriptors, never hide any."""
+    if not hasattr(gc, "freeze"):  # not CPython
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

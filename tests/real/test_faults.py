@@ -35,7 +35,7 @@ from tests.flavour import FLAVOURS, httpx, rt, use
 from tests.real.clients import client_timeout
 from tests.real.servers import BOUND, KeepAliveHandler, WatchedHTTPServer
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("frozen_heap")]
 
 #: How long the slow path takes to answer, and how long after the server has received every
 #: request the client is closed (the Retry-After test).
@@ -128,20 +128,6 @@ def server() -> Iterator[FaultServer]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(autouse=True)
-def _collect_this_test_only() -> Iterator[None]:
-    """The session's objects frozen for the test (as in ``test_resources``): the tests'
-    ``gc.collect()`` looks at what the test made."""
-    if not hasattr(gc, "freeze"):  # not CPython
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 # -- what the tests look at --------------------------------------------------------------

@@ -15,7 +15,7 @@ from tests.flavour import current, httpx, rt
 from tests.real.clients import Waits, check_flavour, client_timeout, fd_count
 from tests.real.servers import FULL_BODY, ChildServer, RawServer, Reply, ScriptedHTTPServer
 
-pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour")]
+pytestmark = [pytest.mark.real, pytest.mark.usefixtures("flavour", "frozen_heap")]
 
 #: Retried requests in the sync leak test, and what may grow over them: fewer than
 #: REQUESTS / 250 descriptors and at most REQUESTS / 2500 new connections, the bounds of
@@ -36,25 +36,6 @@ def child_server() -> Iterator[ChildServer]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(autouse=True)
-def _collect_this_test_only() -> Iterator[None]:
-    """The tests' ``gc.collect()`` calls are there to free what the test itself made
-    (responses, connections, the cycles among them) before descriptors are counted or
-    ResourceWarnings looked for. Everything that existed before the test, most of it the
-    rest of the session (some 300,000 objects in a whole run, 0.18 s a collection against
-    0.03 s for this file alone), is frozen for the test's length (``gc.freeze``): a
-    collection does not look at it again. The test's own objects are collected exactly as
-    before; an old object kept alive could only add descriptors, never hide any."""
-    if not hasattr(gc, "freeze"):  # not CPython
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def resource_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
