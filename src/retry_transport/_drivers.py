@@ -67,10 +67,9 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._controller = Controller(policy, flavour=flavour, settings=settings,
                                     clock=settings.clock or clock)
     driver._transport = transport
-    # httpx's own transports keep a pool and trace each request: a hedged try can tell
-    # an attempt waiting for a connection from one on the wire (``_hedge_loops``).
-    driver._pooled = isinstance(transport, (cast(type, flavour.sync_transport),
-                                            cast(type, flavour.async_transport)))
+    # httpx's own async transport keeps a pool and traces each request: a hedged try can
+    # tell an attempt waiting for a connection from one on the wire (``async_try``).
+    driver._pooled = not sync and isinstance(transport, cast(type, flavour.async_transport))
     driver._untried = True
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
@@ -290,7 +289,8 @@ class SyncRetry(_Common, Generic[_Sync]):
             sleep: the function that waits, given seconds, called once per wait with that
                 wait and never otherwise. A plain function: a coroutine function, or a
                 partial or bound method of one, or an object whose ``__call__`` is one,
-                raises ``TypeError`` (it would never be awaited). Default ``time.sleep``.
+                raises ``TypeError`` (it would never be awaited). Default: a wait in real
+                time (as ``time.sleep``) that ``close()`` ends at once.
                 One whose kind cannot be told without calling it (an object with a plain
                 ``__call__``, a mock) is taken as it is; if a wait's call returns an
                 awaitable, it did not wait: the awaitable is closed unawaited and that
