@@ -375,6 +375,25 @@ def test_close_leaves_no_worker_thread() -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith("retry-transport-hedge")]
 
 
+def test_a_transport_dropped_without_close_leaves_no_worker_thread() -> None:
+    """Its idle workers stop once the transport is collected, as an executor's did."""
+    import gc
+
+    def hedge_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("retry-transport-hedge")}
+
+    before = hedge_threads()
+    transport = rt.RetryTransport(httpx.MockTransport(lambda request: httpx.Response(200)),
+                                  hedging=rt.Hedging(DELAY))
+    assert httpx.Client(transport=transport).get(URL).status_code == 200
+    assert hedge_threads() - before  # a worker ran the attempt, and waits for the next
+    del transport
+    gc.collect()
+    for thread in hedge_threads() - before:
+        thread.join(5.0)
+    assert hedge_threads() - before == set()
+
+
 def test_a_throttle_may_refuse_a_hedge(harness: Harness) -> None:
     """The first attempt goes (a high draw), the hedge is refused (a low one): the request
     goes on with the attempt in flight."""

@@ -19,6 +19,7 @@ import math
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -52,6 +53,37 @@ class _Worker:
         self.thread: threading.Thread | None = None
 
 
+def _serve(owner: weakref.ref[Workers], worker: _Worker) -> None:
+    """A worker thread's loop: run each job handed over, until told to stop. It holds its
+    :class:`Workers` only while it files itself back, so that a transport dropped without
+    ``close()`` is collected and its idle threads stopped (``_stop_idle``)."""
+    wake = worker.wake
+    while True:
+        wake.acquire()
+        job, worker.job = worker.job, None
+        if job is None:
+            return
+        done = False
+        try:
+            job()
+            done = True
+        finally:  # a job that raised ends its thread (threading.excepthook reports it)
+            job = None
+            workers = owner()
+            going_on = workers is not None and workers._back(worker, done)
+            workers = None
+        if not going_on:
+            return
+
+
+def _stop_idle(idle: list[_Worker], lock: threading.Lock) -> None:
+    """Wake the idle workers with no job: each stops (their :class:`Workers` is gone)."""
+    with lock:
+        stopping, idle[:] = list(idle), []
+    for worker in stopping:
+        worker.wake.release()
+
+
 class Workers:
     """A sync transport's worker threads for hedged attempts, started when first needed
     (at most :data:`HEDGE_WORKERS`), idle ones reused.
@@ -60,7 +92,9 @@ class Workers:
     an attempt never waits in a queue. A job is handed to an idle worker by releasing the
     lock it waits on: no future, no queue. :meth:`close` waits for the attempts still
     running and stops the threads; the tries under way then start no more attempts, and a
-    request made afterwards (httpx's own transports may be used again) starts new threads."""
+    request made afterwards (httpx's own transports may be used again) starts new threads.
+    A transport dropped without ``close()`` leaves no thread behind either: once it is
+    collected, its idle workers stop."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -68,6 +102,7 @@ class Workers:
         self._all: list[_Worker] = []
         self._busy = 0  # reserved, running or about to
         self.generation = 0  # one more at each close(): a try of an earlier one stops
+        self._finalizer = weakref.finalize(self, _stop_idle, self._idle, self._lock)
         track(self)  # a forked child has none of the threads: it starts its own
 
     def reserve(self, generation: int) -> bool:
@@ -94,49 +129,37 @@ class Workers:
                 self._busy -= 1
                 return False
             worker = self._idle.pop() if self._idle else None
+            thread = None
             if worker is None:
                 worker = _Worker()
                 self._all.append(worker)
                 thread = worker.thread = threading.Thread(
-                    target=self._serve, args=(worker,), daemon=True,
+                    target=_serve, args=(weakref.ref(self), worker), daemon=True,
                     name=f"retry-transport-hedge-{len(self._all)}")
-            else:
-                thread = None
             worker.job = job
         if thread is not None:
             thread.start()
         worker.wake.release()
         return True
 
-    def _serve(self, worker: _Worker) -> None:
-        """A worker thread's loop: run each job handed over, until told to stop."""
-        wake = worker.wake
-        lock = self._lock
-        while True:
-            wake.acquire()
-            job, worker.job = worker.job, None
-            if job is None:
-                return
-            done = False
-            try:
-                job()
-                done = True
-            finally:  # a job that raised ends its thread (threading.excepthook reports it)
-                with lock:
-                    self._busy -= 1
-                    going_on = done and worker in self._all  # else stopped by close()
-                    if going_on:
-                        self._idle.append(worker)
-                    elif worker in self._all:
-                        self._all.remove(worker)
-            if not going_on:
-                return
+    def _back(self, worker: _Worker, done: bool) -> bool:
+        """``worker`` finished its job (``done``: without raising): whether it goes on,
+        idle, or stops (close() stopped the workers while it ran, or its job raised)."""
+        with self._lock:
+            self._busy -= 1
+            going_on = done and worker in self._all
+            if going_on:
+                self._idle.append(worker)
+            elif worker in self._all:
+                self._all.remove(worker)
+            return going_on
 
     def close(self) -> None:
         """Stop the workers, once the attempts they run have ended."""
         with self._lock:
-            workers, idle = self._all, self._idle
-            self._all, self._idle = [], []
+            workers, idle = list(self._all), list(self._idle)
+            self._all.clear()
+            self._idle.clear()
             self.generation += 1
         for worker in idle:  # no job: woken, it stops; a busy one stops after its job
             worker.wake.release()
@@ -149,6 +172,8 @@ class Workers:
         self._lock = threading.Lock()
         self._idle, self._all = [], []
         self._busy = 0
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _stop_idle, self._idle, self._lock)
 
 
 async def _close_all(responses: list[Response], flavour: Flavour,
