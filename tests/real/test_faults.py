@@ -628,28 +628,20 @@ async def cancellation_run(url: str, cut: str) -> tuple[Counter[str], list[str],
     return tally, wrong, transport.stats.hedges
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")
-def test_asyncio_timeout_of_hedged_requests(server: FaultServer) -> None:
-    """Hedged GETs under asyncio.timeout: each ends with a readable response or TimeoutError,
-    never anything else."""
+@pytest.mark.parametrize(("mode", "cut"), [
+    pytest.param("timeout", "TimeoutError", id="asyncio.timeout", marks=pytest.mark.skipif(
+        sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")),
+    pytest.param("cancel", "CancelledError", id="task.cancel"),
+])
+def test_asyncio_cancellation_of_hedged_requests(server: FaultServer, mode: str,
+                                                 cut: str) -> None:
+    """Hedged GETs under asyncio.timeout, or whose tasks are cancelled at a random moment:
+    each ends with a readable response or the cancellation itself, never anything else."""
     with use(CANCEL_FLAVOUR), resource_warnings() as warned:
         tally, wrong, hedges = asyncio.run(
-            asyncio.wait_for(cancellation_run(f"{server.url}/cut", "timeout"), BOUND))
-    print(f"\nasyncio.timeout: {dict(tally)}, hedges {hedges}")
+            asyncio.wait_for(cancellation_run(f"{server.url}/cut", mode), BOUND))
+    print(f"\n{mode}: {dict(tally)}, hedges {hedges}")
     assert wrong == []
     assert warned == []
     assert sum(tally.values()) == CANCELLED
-    assert tally["response"] > 0 and tally["TimeoutError"] > 0 and hedges > 0
-
-
-def test_task_cancel_of_hedged_requests(server: FaultServer) -> None:
-    """Hedged GETs whose tasks are cancelled at a random moment: each ends with a readable
-    response or CancelledError, never anything else."""
-    with use(CANCEL_FLAVOUR), resource_warnings() as warned:
-        tally, wrong, hedges = asyncio.run(
-            asyncio.wait_for(cancellation_run(f"{server.url}/cut", "cancel"), BOUND))
-    print(f"\ntask.cancel(): {dict(tally)}, hedges {hedges}")
-    assert wrong == []
-    assert warned == []
-    assert sum(tally.values()) == CANCELLED
-    assert tally["response"] > 0 and tally["CancelledError"] > 0 and hedges > 0
+    assert tally["response"] > 0 and tally[cut] > 0 and hedges > 0
