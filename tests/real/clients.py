@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pytest
 
-from tests.flavour import current, httpx, rt
+from tests.flavour import FLAVOURS, current, httpx, rt, use
 
 
 def client_timeout() -> httpx.Timeout:
@@ -142,3 +143,17 @@ async def asend(
 def fd_count() -> int:
     """Open file descriptors of this process."""
     return len(os.listdir("/proc/self/fd"))
+
+
+#: Each event loop with one flavour: every flavour and every loop once.
+LOOP_PAIRS = [("asyncio", FLAVOURS[0]), ("trio", FLAVOURS[-1])]
+
+
+@pytest.fixture(name="anyio_backend", params=LOOP_PAIRS,
+                ids=[f"{loop}-{name}" for loop, name in LOOP_PAIRS])
+def paired_anyio_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A module that imports this runs its async tests on each loop with one flavour
+    (``tests.flavour``'s ``httpx`` and ``rt`` stand for it while the test runs)."""
+    loop, name = request.param
+    with use(name):
+        yield loop

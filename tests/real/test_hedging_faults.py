@@ -33,7 +33,10 @@ import anyio
 import pytest
 
 from tests.flavour import FLAVOURS, current, httpx, rt, use
-from tests.real.clients import client_timeout
+from tests.real.clients import (  # paired_anyio_backend: the anyio_backend fixture
+    client_timeout,
+    paired_anyio_backend,  # noqa: F401
+)
 from tests.real.servers import BOUND, LocalHTTPServer
 
 pytestmark = pytest.mark.real
@@ -382,19 +385,6 @@ def test_a_slow_hedged_probe_is_alone_on_the_wire() -> None:
 
 
 # -- async hedges and the client's own pool -----------------------------------------------
-
-#: Each event loop with one flavour: every flavour and loop once.
-PAIRS = [("asyncio", FLAVOURS[0]), ("trio", FLAVOURS[-1])]
-
-
-@pytest.fixture(params=PAIRS, ids=[f"{loop}-{name}" for loop, name in PAIRS])
-def anyio_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """This module's async tests run on each loop with one flavour (``tests.flavour``'s
-    ``httpx`` and ``rt`` stand for it while the test runs)."""
-    loop, name = request.param
-    with use(name):
-        yield loop
-
 
 class Delays:
     """Answers 200 after a delay drawn uniformly in ``(low, high)`` from a seeded source."""

@@ -33,7 +33,11 @@ import anyio
 import pytest
 
 from tests.flavour import FLAVOURS, httpx, rt, use
-from tests.real.clients import check_flavour, client_timeout
+from tests.real.clients import (  # paired_anyio_backend: the anyio_backend fixture
+    check_flavour,
+    client_timeout,
+    paired_anyio_backend,  # noqa: F401
+)
 from tests.real.servers import KeepAliveHandler, WatchedHTTPServer
 
 pytestmark = pytest.mark.real
@@ -137,7 +141,6 @@ class TailServer(WatchedHTTPServer):
 #: once (every pair would double the file's time, which the hedged runs are most of, about
 #: 1.7 s each: their one request of two slow attempts waits a second).
 SYNC_FLAVOUR = FLAVOURS[0]
-PAIRS = [("asyncio", FLAVOURS[0]), ("trio", FLAVOURS[-1])]
 
 
 @pytest.fixture
@@ -145,15 +148,6 @@ def sync_flavour() -> Iterator[str]:
     """``tests.flavour``'s ``httpx`` and ``rt`` stand for ``SYNC_FLAVOUR`` in the test."""
     with use(SYNC_FLAVOUR) as name:
         yield name
-
-
-@pytest.fixture(params=PAIRS, ids=[f"{loop}-{name}" for loop, name in PAIRS])
-def anyio_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """This module's async test runs on each loop with one flavour (``tests.flavour``'s
-    ``httpx`` and ``rt`` stand for it while the test runs)."""
-    loop, name = request.param
-    with use(name):
-        yield loop
 
 
 @pytest.fixture
