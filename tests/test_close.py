@@ -3,6 +3,7 @@ close, a wait between attempts ends at once, and the transport works again after
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -30,9 +31,12 @@ def _counting(*statuses: int) -> tuple[Any, list[Any]]:
     return handler, seen
 
 
-def test_a_close_during_a_wait_sends_no_further_attempt(harness: Harness) -> None:
+def test_a_close_during_a_wait_sends_no_further_attempt(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
     """Closed while the user's sleep waits: the retry is not sent, and the request ends
-    with the flavour's TransportError saying so, stop reason ``closed``."""
+    with the flavour's TransportError saying so, stop reason ``closed``, logged at INFO."""
+    caplog.set_level(logging.DEBUG, logger="retry_transport")
     handler, seen = _counting(503, 200)
     transport: Any = None
     if harness.mode == "sync":
@@ -52,6 +56,8 @@ def test_a_close_during_a_wait_sends_no_further_attempt(harness: Harness) -> Non
     assert len(seen) == 1
     assert len(harness.waits) == 1 and harness.waits[0] >= 30.0
     assert transport.stats.gave_up == {rt.StopReason.CLOSED: 1}
+    last = caplog.records[-1]
+    assert last.levelno == logging.INFO and last.getMessage().endswith("503 (closed)")
 
 
 def test_a_transport_works_again_after_close(harness: Harness) -> None:
