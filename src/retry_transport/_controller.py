@@ -163,8 +163,7 @@ class Controller:
         #: policy; a request's override is looked at per request): no header to add, no
         #: deadline to clip timeouts by, no body to read before handing it over.
         self.simple = (not self.prepares and self.attempt_header is None
-                       and policy.deadline is None and not policy.retry_body_errors
-                       and self.hedging is None)
+                       and policy.deadline is None and not policy.retry_body_errors)
         #: Whether the quick path must look for an exhausted rate-limit quota.
         self.pacing = cooldown and policy.respect_rate_limits
         self._lock = threading.Lock()

@@ -27,7 +27,7 @@ from ._breaker import CircuitBreaker
 from ._controller import Controller
 from ._core import RetryCall
 from ._flavour import Flavour, Request, Response
-from ._hedge_loops import Workers, async_try, sync_try
+from ._hedge_loops import AsyncHedger, Workers, sync_try
 from ._hedged_call import HedgedCall
 from ._hedging import Hedging
 from ._http import normalise, origin as origin_of
@@ -68,7 +68,7 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
                                     clock=settings.clock or clock)
     driver._transport = transport
     # httpx's own async transport keeps a pool and traces each request: a hedged try can
-    # tell an attempt waiting for a connection from one on the wire (``async_try``).
+    # tell an attempt waiting for a connection from one on the wire (``AsyncHedger``).
     driver._pooled = not sync and isinstance(transport, cast(type, flavour.async_transport))
     driver._untried = True
     driver._lap = driver._controller.clock
@@ -160,6 +160,7 @@ class _Common:
     _controller: Controller
     _transport: Any
     _pooled: bool
+    _hedger: AsyncHedger
     _flavour: ClassVar[Flavour]
     #: Whether no request was handled yet: the first one's library is checked, then this
     #: is False, so the success path checks nothing.
@@ -340,6 +341,9 @@ class SyncRetry(_Common, Generic[_Sync]):
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else self._call(request, closes)
         stream = request.stream
+        if call is None and controller.hedging is not None:
+            call = HedgedCall(controller, request, controller.hedging, closes, plain=True,
+                              stream=stream)
         lap = self._lap
         timed = controller.timed
         try:
@@ -503,6 +507,9 @@ class AsyncRetry(_Common, Generic[_Async]):
         _check_request(self._flavour, request, sync=False)
         if self._controller.settings.clock is None:  # the event loop's own clock, cheaply
             self._lap = _loop_clock()
+        if self._controller.hedging is not None:
+            self._hedger = AsyncHedger(self._controller, self._transport, self._record,
+                                       self._lap, aclose_response, self._pooled)
         self._untried = False
 
     async def _pause(self, seconds: float, closes: int) -> None:
@@ -531,6 +538,9 @@ class AsyncRetry(_Common, Generic[_Async]):
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else self._call(request, closes)
         stream = request.stream
+        race = None  # a plain first attempt that a hedge may join (asyncio)
+        if call is None and controller.hedging is not None:
+            call, race = self._hedger.start(request, closes, stream)
         lap = self._lap
         timed = controller.timed
         try:
@@ -541,21 +551,23 @@ class AsyncRetry(_Common, Generic[_Async]):
                 if wait is not None:
                     await self._pause(wait, closes)
                 if hedged is not None:  # the first try, hedged
-                    done, wait = await async_try(hedged, transport, self._flavour,
-                                                 self._record, lap, aclose_response,
-                                                 self._pooled)
+                    done, wait = await self._hedger.run(hedged)
                     hedged = None
                     if done is not None:
                         return done
                     continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
-                    start = lap() if timed() else None
-                    response = await transport.handle_async_request(attempt)
-                    if start is not None:
-                        end = lap()
-                        self._record(origin_of(request.url), end - start, end)
+                    if race is None:
+                        start = lap() if timed() else None
+                        response = await transport.handle_async_request(attempt)
+                        if start is not None:
+                            end = lap()
+                            self._record(origin_of(request.url), end - start, end)
+                    else:  # timed by the race; None: it was hedged
+                        response = await race.attempt()
                 except Exception as exc:
+                    race = None
                     if call is None:
                         call = RetryCall(controller, request, plain=True, stream=stream,
                                          closes=closes)
@@ -565,6 +577,14 @@ class AsyncRetry(_Common, Generic[_Async]):
                             _check_request(self._flavour, request, sync=False)
                         raise
                     continue
+                if race is not None:  # the plain first attempt, sent by the race
+                    hedged_race, race = race, None
+                    if response is None:  # hedged: the try's outcome
+                        call = hedged_race.call
+                        done, wait = hedged_race.outcome()
+                        if done is not None:
+                            return done
+                        continue
                 if call is None:
                     if plain_final(controller, request, response):
                         return response

@@ -25,16 +25,15 @@ if TYPE_CHECKING:
     from ._controller import Controller
     from ._flavour import Request, Response
     from ._hedging import Hedging
+    from ._policy import RetryPolicy
 
 __all__ = ["HedgedCall", "Slot", "Verdict", "hedgeable"]
 
 
-def hedgeable(call: RetryCall, flavour_stream: type) -> bool:
-    """Whether ``call``'s request may be hedged: retries enabled, a method that may be sent
-    again (or an idempotency key), a body held in memory, no ``retry_body_errors``."""
-    policy = call.policy
-    request = call.request
-    if not call.enabled or policy.retry_body_errors:
+def hedgeable(policy: RetryPolicy, request: Request, flavour_stream: type) -> bool:
+    """Whether ``request`` may be hedged under ``policy``: a method that may be sent again
+    (or an idempotency key), a body held in memory, no ``retry_body_errors``."""
+    if policy.retry_body_errors:
         return False
     if request.method not in policy.retry_methods:
         key = policy.idempotency_header
@@ -74,7 +73,8 @@ class HedgedCall(RetryCall):
                  "losers_run")
 
     def __init__(self, controller: Controller, request: Request, hedging: Hedging,
-                 closes: int | None = None) -> None:
+                 closes: int | None = None, *, plain: bool = False,
+                 stream: object = None) -> None:
         self._slots: list[Slot] = []
         self._current: Slot | None = None
         self._number = 0  # the hedge being admitted (what the guards read as ``attempt``)
@@ -85,9 +85,10 @@ class HedgedCall(RetryCall):
         #: thread cannot be stopped) rather than being cancelled (async): a loser then keeps
         #: its tickets (a half-open probe slot) until it ends, and :meth:`late` settles them.
         self.losers_run = False
-        super().__init__(controller, request, closes=closes)
+        super().__init__(controller, request, plain=plain, stream=stream, closes=closes)
         #: Whether the first try is hedged (else the request goes as without hedging).
-        self.hedged = hedgeable(self, controller.flavour.byte_stream)
+        self.hedged = self.enabled and hedgeable(self.policy, request,
+                                                 controller.flavour.byte_stream)
 
     def can_hedge(self) -> bool:
         """Whether another attempt could join the try later (a hedge's delay to wait)."""
@@ -110,10 +111,21 @@ class HedgedCall(RetryCall):
         controller = self._controller
         progress = self._state()
         left = self._check_deadline(progress)
-        self.delay = controller.hedge_delays.get(self.hedging, controller.latency, self.origin,
-                                           controller.clock())
+        self.delay = controller.hedge_delays.get(self.hedging, controller.latency,
+                                                 self.request.url, controller.clock)
         tickets, self._tickets = self._tickets, []
         return self._slot(1, list(tickets), left, hedge=False)
+
+    def adopt(self, request: Request, delay: float, sent: float | None) -> Slot:
+        """The try's first attempt, already under way as a plain one (``plain=True``):
+        ``request`` is what it sent, ``delay`` the hedging delay it was given, ``sent``
+        when it left the client's own pool. It keeps the plain tickets."""
+        self.delay = delay
+        tickets, self._tickets = self._tickets, []
+        slot = Slot(1, request, list(tickets), hedge=False)
+        slot.sent = sent
+        self._slots.append(slot)
+        return slot
 
     def _slot(self, number: int, tickets: list[tuple[Guard, object]], left: float | None,
               hedge: bool) -> Slot:
@@ -185,7 +197,7 @@ class HedgedCall(RetryCall):
             controller = self._controller
             progress = self._progress
             status = result.status_code
-            if (progress is not None and not progress.history and not progress.total_wait
+            if ((progress is None or (not progress.history and not progress.total_wait))
                     and final_at_once(result, status, self.policy, controller.pacing)):
                 info, outcome = controller.final(status)
                 attach(result, info)

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from ._http import origin as origin_of
 from ._validate import is_number
 
 if TYPE_CHECKING:
+    from ._flavour import URL
     from ._latency import LatencyTable
 
 __all__ = ["Delays", "Hedging"]
@@ -136,9 +139,14 @@ class Delays:
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, float]] = {}
 
-    def get(self, hedging: Hedging, latency: LatencyTable, origin: str, now: float) -> float:
+    def get(self, hedging: Hedging, latency: LatencyTable, url: URL,
+            clock: Callable[[], float]) -> float:
+        """The delay before a hedge of a request to ``url``. A fixed delay reads neither the
+        URL's origin nor the ``clock``."""
         if hedging.quantile is None:
             return hedging.delay  # type: ignore[return-value]
+        origin = origin_of(url)
+        now = clock()
         known = self._known.get(origin)
         if known is not None and known[0] > now:
             return known[1]
