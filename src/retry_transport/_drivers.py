@@ -27,7 +27,7 @@ from ._breaker import CircuitBreaker
 from ._controller import Controller
 from ._core import RetryCall
 from ._flavour import Flavour, Request, Response
-from ._hedge_loops import AsyncHedger, Workers, sync_try
+from ._hedge_loops import AsyncHedger, SyncHedger, Workers, sync_try
 from ._hedged_call import HedgedCall
 from ._hedging import Hedging
 from ._http import normalise, origin as origin_of
@@ -160,7 +160,6 @@ class _Common:
     _controller: Controller
     _transport: Any
     _pooled: bool
-    _hedger: AsyncHedger
     _flavour: ClassVar[Flavour]
     #: Whether no request was handled yet: the first one's library is checked, then this
     #: is False, so the success path checks nothing.
@@ -206,6 +205,8 @@ class _Common:
 
 class SyncRetry(_Common, Generic[_Sync]):
     """The sync driver: each flavour's ``RetryTransport`` is this and its ``BaseTransport``."""
+
+    _hedger: SyncHedger  # when hedging
 
     def __init__(
         self,
@@ -313,6 +314,9 @@ class SyncRetry(_Common, Generic[_Sync]):
         self._sleep = sleep  # None: wait on ``_wakeup``, which close() sets
         self._wakeup = threading.Event()
         self._workers = Workers()
+        if self._controller.hedging is not None:
+            self._hedger = SyncHedger(self._controller, self._workers, self._record,
+                                      self._lap)
 
     def _first(self, request: Request) -> None:
         """Before the first request: its library, checked."""
@@ -341,9 +345,9 @@ class SyncRetry(_Common, Generic[_Sync]):
         # None while the first attempt goes as it is (the usual case: see plain_first).
         call = None if plain_first(controller, request) else self._call(request, closes)
         stream = request.stream
+        race = None  # a plain first attempt that a hedge may join, on a worker
         if call is None and controller.hedging is not None:
-            call = HedgedCall(controller, request, controller.hedging, closes, plain=True,
-                              stream=stream)
+            call, race = self._hedger.start(self._transport, request, closes, stream)
         lap = self._lap
         timed = controller.timed
         try:
@@ -363,12 +367,16 @@ class SyncRetry(_Common, Generic[_Sync]):
                         continue
                 attempt = request if call is None else call.ready or call.attempt_request()
                 try:
-                    start = lap() if timed() else None
-                    response = transport.handle_request(attempt)
-                    if start is not None:
-                        end = lap()
-                        self._record(origin_of(request.url), end - start, end)
+                    if race is None:
+                        start = lap() if timed() else None
+                        response = transport.handle_request(attempt)
+                        if start is not None:
+                            end = lap()
+                            self._record(origin_of(request.url), end - start, end)
+                    else:  # timed by the race; None: it was hedged
+                        response = race.attempt()
                 except Exception as exc:
+                    race = None
                     if call is None:
                         call = RetryCall(controller, request, plain=True, stream=stream,
                                          closes=closes)
@@ -378,6 +386,14 @@ class SyncRetry(_Common, Generic[_Sync]):
                             _check_request(self._flavour, request, sync=True)
                         raise
                     continue
+                if race is not None:  # the plain first attempt, sent by the race
+                    hedged_race, race = race, None
+                    if response is None:  # hedged: the try's outcome
+                        call = hedged_race.call
+                        done, wait = hedged_race.outcome()
+                        if done is not None:
+                            return done
+                        continue
                 if call is None:
                     if plain_final(controller, request, response):
                         return response
@@ -461,6 +477,8 @@ class SyncRetry(_Common, Generic[_Sync]):
 class AsyncRetry(_Common, Generic[_Async]):
     """The async driver: each flavour's ``AsyncRetryTransport``."""
 
+    _hedger: AsyncHedger  # when hedging, from the first request on
+
     def __init__(
         self,
         transport: _Async | None = None,
@@ -508,8 +526,8 @@ class AsyncRetry(_Common, Generic[_Async]):
         if self._controller.settings.clock is None:  # the event loop's own clock, cheaply
             self._lap = _loop_clock()
         if self._controller.hedging is not None:
-            self._hedger = AsyncHedger(self._controller, self._transport, self._record,
-                                       self._lap, aclose_response, self._pooled)
+            self._hedger = AsyncHedger(self._controller, self._record, self._lap,
+                                       aclose_response, self._pooled)
         self._untried = False
 
     async def _pause(self, seconds: float, closes: int) -> None:
@@ -540,7 +558,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         stream = request.stream
         race = None  # a plain first attempt that a hedge may join (asyncio)
         if call is None and controller.hedging is not None:
-            call, race = self._hedger.start(request, closes, stream)
+            call, race = self._hedger.start(self._transport, request, closes, stream)
         lap = self._lap
         timed = controller.timed
         try:
@@ -551,7 +569,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                 if wait is not None:
                     await self._pause(wait, closes)
                 if hedged is not None:  # the first try, hedged
-                    done, wait = await self._hedger.run(hedged)
+                    done, wait = await self._hedger.run(transport, hedged)
                     hedged = None
                     if done is not None:
                         return done

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ._flavour import Request
     from ._hedging import Hedging
 
-__all__ = ["HEDGE_WORKERS", "AsyncHedger", "Workers", "sync_try"]
+__all__ = ["HEDGE_WORKERS", "AsyncHedger", "SyncHedger", "Workers", "sync_try"]
 
 #: The most attempts of hedged requests a sync transport runs at once, each on a worker
 #: thread of its own (started as needed, idle ones reused). While every one is busy, a new
@@ -134,14 +134,19 @@ class Workers:
         with self._lock:
             self._busy -= 1
 
-    def submit(self, fn: Callable[[Slot], None], slot: Slot, generation: int) -> bool:
-        """Run ``fn(slot)`` on the worker reserved for it in ``generation``, in the
-        caller's context (its trace span, its deadline); the worker is free again once it
-        returns. False, the reservation given back: :meth:`close` stopped the workers since
-        it was made."""
+    def submit(self, fn: Callable[[Any], None], slot: Any, generation: int, *,
+               reserve: bool = False) -> bool:
+        """Run ``fn(slot)`` on the worker reserved for it in ``generation`` (``reserve``:
+        on a worker reserved now, if one is free), in the caller's context (its trace span,
+        its deadline); the worker is free again once it returns. False, the reservation
+        given back: :meth:`close` stopped the workers since it was made (or none is free)."""
         job = functools.partial(contextvars.copy_context().run, fn, slot)
         with self._lock:
-            if generation != self.generation:  # closed since the reservation
+            if reserve:
+                if generation != self.generation or self._busy >= HEDGE_WORKERS:
+                    return False
+                self._busy += 1
+            elif generation != self.generation:  # closed since the reservation
                 self._busy -= 1
                 return False
             worker = self._idle.pop() if self._idle else None
@@ -217,13 +222,160 @@ def _over(verdict: str, result: Response | BaseException, wait: float | None) ->
     return result, None
 
 
+class SyncHedger:
+    """A sync transport's hedged tries: what they need of the transport, kept once.
+
+    A plain first attempt (``_plain.plain_first``) runs on a worker thread while the
+    caller waits for it on a lock, for the hedging delay at most (:class:`SyncRace`): an
+    answer before it costs the hand-over to the worker. Once the delay is over, the try
+    goes on in :func:`sync_try`, which sends the hedges and takes the first's outcome as
+    theirs. A call that is not plain (a deadline, an override, a guard's say) runs its
+    try in :func:`sync_try` from the start."""
+
+    __slots__ = ("clock", "controller", "flavour", "hedging", "record", "timed", "workers")
+
+    def __init__(self, controller: Controller, workers: Workers,
+                 record: Callable[[str, float, float], None],
+                 clock: Callable[[], float]) -> None:
+        self.controller = controller
+        self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
+        self.flavour = controller.flavour
+        self.workers = workers
+        self.record = record
+        self.clock = clock
+        self.timed = controller.timed
+
+    def start(self, transport: Any, request: Request, closes: int, stream: object
+              ) -> tuple[HedgedCall | None, SyncRace | None]:
+        """A plain first attempt of ``request``, when hedging: the race that runs it on a
+        worker (``(None, race)``); ``(None, None)`` when it goes plainly on the caller's
+        thread (a request that may not be hedged, or no worker free); ``(call, None)`` when
+        the transport was closed meanwhile (the call's first attempt then says so)."""
+        controller = self.controller
+        if not hedgeable(controller.policy, request, self.flavour.byte_stream):
+            return None, None
+        workers = self.workers
+        generation = workers.generation
+        race = SyncRace(self, transport, request, closes, stream, generation)
+        race.delay = controller.hedge_delays.get(self.hedging, controller.latency,
+                                                 request.url, self.clock)
+        race.sent = self.clock()  # handed to the worker: its latency runs from now
+        if workers.submit(race.work, None, generation, reserve=True):
+            return None, race
+        if workers.generation == generation:  # no worker free: it goes plainly
+            return None, None
+        # Closed meanwhile: the call's first attempt says so, if the request began before.
+        return HedgedCall(controller, request, self.hedging, closes, plain=True,
+                          stream=stream), None
+
+
+class SyncRace:
+    """A plain first attempt of a hedged request, on a worker thread: the caller waits on
+    :attr:`done` for the hedging delay at most. When the delay is over first, a call takes
+    the attempt over (``HedgedCall.adopt``) and :func:`sync_try` goes on with it: the
+    worker hands its outcome to :attr:`arrive` then, under :attr:`mutex`."""
+
+    # Most races end before their delay: what only a hedged one needs starts as these.
+    call: HedgedCall | None = None
+    first: Slot | None = None
+    result: Response | BaseException | None = None  # the first's outcome, once it came
+    arrive: Callable[[Slot, Response | BaseException, float, float], None] | None = None
+    _ended: Ended | BaseException
+
+    def __init__(self, hedger: SyncHedger, transport: Any, request: Request, closes: int,
+                 stream: object, generation: int) -> None:
+        self.hedger = hedger
+        self.transport = transport
+        self.request = request
+        self.closes = closes
+        self.stream = stream
+        self.generation = generation
+        self.delay = 0.0
+        self.sent = self.end = 0.0
+        self.mutex = threading.Lock()
+        self.done = threading.Lock()
+        self.done.acquire()  # released when the first's outcome is in (before the delay)
+
+    def work(self, _: object) -> None:
+        """The first attempt, on the worker."""
+        hedger = self.hedger
+        result: Response | BaseException
+        try:
+            result = self.transport.handle_request(self.request)
+        except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
+            result = exc
+        end = hedger.clock()
+        with self.mutex:
+            arrive = self.arrive
+            if arrive is None:
+                self.result, self.end = result, end
+                self.done.release()
+                return
+        arrive(cast(Slot, self.first), result, self.sent, end)
+
+    def attempt(self) -> Response | None:
+        """Wait for the first attempt. Its response, or its exception raised, when it came
+        before the delay was over: the driver goes on as with any plain attempt. ``None``:
+        the try was hedged, and :meth:`outcome` says how it ended (:attr:`call`)."""
+        hedger = self.hedger
+        try:
+            came = self.done.acquire(True, self.delay)
+        except BaseException:  # interrupted while waiting: the answer goes to no one
+            self._abandon()
+            raise
+        if came:
+            result = self.result
+            if not isinstance(result, Exception):
+                if isinstance(result, BaseException):
+                    raise result  # an interrupt in the attempt: the request ends with it
+                if hedger.timed():
+                    end = self.end
+                    hedger.record(origin_of(self.request.url), end - self.sent, end)
+                return result
+            raise result
+        call = self.call = HedgedCall(hedger.controller, self.request, hedger.hedging,
+                                      self.closes, plain=True, stream=self.stream)
+        self.first = call.adopt(self.request, self.delay, self.sent)
+        try:
+            self._ended = cast(Ended, sync_try(call, self.transport, hedger.workers,
+                                               hedger.record, hedger.clock, self))
+        except Exception as exc:
+            self._ended = exc
+        return None
+
+    def outcome(self) -> Ended:
+        """How a hedged try ended: ``(response, None)`` to hand over, ``(None, wait)`` to
+        retry after ``wait``; an exception to hand over is raised."""
+        ended = self._ended
+        if isinstance(ended, BaseException):
+            raise ended
+        return ended
+
+    def _abandon(self) -> None:
+        """The caller stopped waiting: the first's answer is closed, whenever it comes."""
+        with self.mutex:
+            came = self.result
+            if came is None:
+                self.arrive = _discard
+        if came is not None and not isinstance(came, BaseException):
+            came.close()
+
+
+def _discard(slot: Slot | None, result: Response | BaseException, start: float,
+             end: float) -> None:
+    if not isinstance(result, BaseException):
+        result.close()
+
+
 def sync_try(call: HedgedCall, transport: Any, workers: Workers,
-             record: Callable[[str, float, float], None], clock: Callable[[], float]
-             ) -> Ended | None:
+             record: Callable[[str, float, float], None], clock: Callable[[], float],
+             race: SyncRace | None = None) -> Ended | None:
     """Run ``call``'s hedged try on ``workers``; ``None``: no worker is free, so the
-    request goes unhedged on the caller's thread (nothing was started)."""
-    generation = workers.generation
-    if not workers.reserve(generation):
+    request goes unhedged on the caller's thread (nothing was started). With ``race``, the
+    try's first attempt is already running on a worker (a plain one whose delay is over):
+    its outcome comes in as the hedges' do."""
+    generation = workers.generation if race is None else race.generation
+    if race is None and not workers.reserve(generation):
         return None
     results: queue.SimpleQueue[tuple[Slot, Response | BaseException]] = queue.SimpleQueue()
     lock = threading.Lock()
@@ -241,7 +393,10 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
             result = transport.handle_request(slot.request)
         except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
             result = exc
-        end = clock()
+        arrive(slot, result, start, clock())
+
+    def arrive(slot: Slot, result: Response | BaseException, start: float, end: float
+               ) -> None:
         with lock:
             if not over:
                 del on_the_wire[slot]
@@ -289,16 +444,27 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
         return True
 
     try:
-        try:
-            first = call.begin()
-        except BaseException:
-            workers.release()
-            raise
-        if not workers.submit(work, first, generation):  # the workers were stopped meanwhile
-            call.done_unsent(first)
-            call.check_open()  # a close since the request began: nothing is sent
-            return None  # begun after the close: it goes unhedged
-        next_at = time.monotonic() + call.delay
+        if race is not None:  # the first is on a worker: from now on it arrives here
+            first = cast(Slot, race.first)
+            with race.mutex:
+                came = race.result
+                if came is None:
+                    race.arrive = arrive
+                    on_the_wire[first] = cast(float, first.sent)
+            if came is not None:  # just before the hand-over
+                results.put((first, came))
+            next_at = time.monotonic()
+        else:
+            try:
+                first = call.begin()
+            except BaseException:
+                workers.release()
+                raise
+            if not workers.submit(work, first, generation):  # the workers were stopped
+                call.done_unsent(first)
+                call.check_open()  # a close since the request began: nothing is sent
+                return None  # begun after the close: it goes unhedged
+            next_at = time.monotonic() + call.delay
         while True:
             timeout = None
             if call.can_hedge():
@@ -363,15 +529,14 @@ class AsyncHedger:
     given back). Other transports send at once."""
 
     __slots__ = ("_due", "_handle", "_loop", "aclose", "clock", "controller", "flavour",
-                 "hedging", "loop_clock", "pooled", "record", "timed", "transport")
+                 "hedging", "loop_clock", "pooled", "record", "timed")
 
-    def __init__(self, controller: Controller, transport: Any,
+    def __init__(self, controller: Controller,
                  record: Callable[[str, float, float], None], clock: Callable[[], float],
                  aclose: Callable[[Response, Flavour], Awaitable[None]],
                  pooled: bool) -> None:
         self.controller = controller
         self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
-        self.transport = transport
         self.flavour = controller.flavour
         self.record = record
         self.clock = clock
@@ -420,7 +585,7 @@ class AsyncHedger:
                 race.context.run(race.escalate)
         self._handle = loop.call_at(due[0].due, self._fire) if due else None
 
-    def start(self, request: Request, closes: int, stream: object
+    def start(self, transport: Any, request: Request, closes: int, stream: object
               ) -> tuple[HedgedCall | None, _Race | None]:
         """A plain first attempt of ``request`` (``_plain.plain_first``), when hedging: on
         asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
@@ -434,7 +599,8 @@ class AsyncHedger:
         if caller is None:
             return HedgedCall(controller, request, self.hedging, closes,
                               plain=True, stream=stream), None
-        race = _Race(self, request, closes, stream, loop, caller)  # type: ignore[arg-type]
+        race = _Race(self, transport, request, closes, stream, loop,  # type: ignore[arg-type]
+                     caller)
         race.delay = controller.hedge_delays.get(self.hedging,
                                                  controller.latency, request.url, self.clock)
         if self.pooled:  # a copy that says when it leaves the pool
@@ -451,14 +617,15 @@ class AsyncHedger:
             self.arm(race)
         return None, race
 
-    async def run(self, call: HedgedCall) -> Ended:
+    async def run(self, transport: Any, call: HedgedCall) -> Ended:
         """Run the hedged try of ``call``, a request that is not plain (a deadline, an
         override, a guard's say): its first attempt is a copy, dressed (``begin``)."""
         loop = asyncio._get_running_loop()
         caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
         if caller is None:
-            return await _grouped_try(self, call)
-        race = _Race(self, call.request, call._closes, None, loop, caller)  # type: ignore[arg-type]
+            return await _grouped_try(self, call, transport)
+        race = _Race(self, transport, call.request, call._closes, None,
+                     loop, caller)  # type: ignore[arg-type]
         race.call = call
         race.dress()
         await race.attempt()
@@ -490,9 +657,11 @@ class _Race:
     interrupted = False  # ... and the runner cancelled that wait
     _ended: Ended | BaseException
 
-    def __init__(self, hedger: AsyncHedger, request: Request, closes: int, stream: object,
-                 loop: asyncio.AbstractEventLoop, caller: asyncio.Task[Any]) -> None:
+    def __init__(self, hedger: AsyncHedger, transport: Any, request: Request, closes: int,
+                 stream: object, loop: asyncio.AbstractEventLoop,
+                 caller: asyncio.Task[Any]) -> None:
         self.hedger = hedger
+        self.transport = transport
         self.request = self.sending = request  # sending: what the first attempt sends
         self.closes = closes
         self.stream = stream
@@ -522,7 +691,8 @@ class _Race:
                                           plain=True, stream=self.stream)
             self.first = call.adopt(self.request, self.delay, self.sent)
         if call.can_hedge():
-            self.runner = self.loop.create_task(_grouped_try(self.hedger, call, self))
+            self.runner = self.loop.create_task(
+                _grouped_try(self.hedger, call, self.transport, self))
 
     def interrupt(self) -> None:
         """Another attempt won: the caller's wait for the first ends (cancelled)."""
@@ -558,7 +728,7 @@ class _Race:
         hedger = self.hedger
         self.inside = True
         try:
-            result = await hedger.transport.handle_async_request(self.sending)
+            result = await self.transport.handle_async_request(self.sending)
         except Exception as exc:
             result = exc
         except BaseException as exc:
@@ -699,14 +869,15 @@ def _traced(race: _Race, hedger: AsyncHedger) -> Request:
     return copy
 
 
-async def _grouped_try(hedger: AsyncHedger, call: HedgedCall, race: _Race | None = None
+async def _grouped_try(hedger: AsyncHedger, call: HedgedCall, transport: Any,
+                       race: _Race | None = None
                        ) -> Ended:
     """Run ``call``'s hedged try in a task group (see :class:`AsyncHedger`). With ``race``,
     the try's first attempt is already on the wire in the caller's task, which reports its
     outcome on ``race.send``: a hedge is due at once, and when another attempt wins while
     the caller still waits for the first, the caller is interrupted (``_Race.interrupt``).
     """
-    transport, flavour, record = hedger.transport, hedger.flavour, hedger.record
+    flavour, record = hedger.flavour, hedger.record
     clock, aclose, pooled = hedger.clock, hedger.aclose, hedger.pooled
     first = call.begin() if race is None else cast(Slot, race.first)  # DeadlineExceeded
     send, receive = anyio.create_memory_object_stream[tuple[Slot, Any]](math.inf)
