@@ -541,3 +541,55 @@ def test_a_deadline_spent_in_a_hold_raises_deadline_exceeded_itself(backend: str
             await transport.handle_async_request(httpx.Request("GET", URL))
 
     anyio.run(main, backend=backend)
+
+
+def test_on_asyncio_an_answer_before_the_delay_runs_in_the_callers_task() -> None:
+    """No task is started for a hedged request that is answered before its delay."""
+    import asyncio
+
+    seen: list[tuple[object, int]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((asyncio.current_task(), len(asyncio.all_tasks())))
+        return httpx.Response(200)
+
+    async def main() -> None:
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler),
+                                           hedging=rt.Hedging(5.0))
+        for _ in range(3):
+            response = await transport.handle_async_request(httpx.Request("GET", URL))
+            assert response.status_code == 200
+        assert seen == [(asyncio.current_task(), 1)] * 3
+
+    asyncio.run(main())
+
+
+def test_on_asyncio_a_winning_hedge_ends_the_callers_wait_and_takes_its_cancel_back() -> None:
+    """The first attempt, awaited in the caller's task, is cancelled when a hedge wins; the
+    caller gets the hedge's answer and no cancellation is left pending on its task."""
+    import asyncio
+
+    async def main() -> None:
+        cancelled: list[bool] = []
+        hold = asyncio.Event()
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            if request.extensions.get("retry_attempt") is None:
+                try:
+                    await hold.wait()  # never set: only a cancellation ends it
+                except asyncio.CancelledError:
+                    cancelled.append(True)
+                    raise
+            return httpx.Response(200 if request.extensions.get("retry_attempt") else 500)
+
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler),
+                                           hedging=rt.Hedging(DELAY), budget=None)
+        response = await transport.handle_async_request(httpx.Request("GET", URL))
+        assert response.status_code == 200
+        assert rt.retry_info(response).hedges == 1
+        assert cancelled == [True]
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+        await asyncio.sleep(0)  # nothing left to cancel this task
+
+    asyncio.run(main())
