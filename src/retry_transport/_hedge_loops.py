@@ -269,7 +269,22 @@ class SyncHedger:
                           stream=stream), None
 
 
-class SyncRace:
+class _Raced:
+    """What a race of either kind keeps of a hedged try's end, once its first attempt was
+    taken over: an outcome to hand over, or the exception to raise."""
+
+    _ended: Ended | BaseException
+
+    def outcome(self) -> Ended:
+        """How a hedged try ended: ``(response, None)`` to hand over, ``(None, wait)`` to
+        retry after ``wait``; an exception to hand over is raised."""
+        ended = self._ended
+        if isinstance(ended, BaseException):
+            raise ended
+        return ended
+
+
+class SyncRace(_Raced):
     """A plain first attempt of a hedged request, on a worker thread: the caller waits on
     :attr:`done` for the hedging delay at most. When the delay is over first, a call takes
     the attempt over (``HedgedCall.adopt``) and :func:`sync_try` goes on with it: the
@@ -280,7 +295,6 @@ class SyncRace:
     first: Slot | None = None
     result: Response | BaseException | None = None  # the first's outcome, once it came
     arrive: Callable[[Slot, Response | BaseException, float, float], None] | None = None
-    _ended: Ended | BaseException
 
     def __init__(self, hedger: SyncHedger, transport: Any, request: Request, closes: int,
                  stream: object, generation: int) -> None:
@@ -342,14 +356,6 @@ class SyncRace:
         except Exception as exc:
             self._ended = exc
         return None
-
-    def outcome(self) -> Ended:
-        """How a hedged try ended: ``(response, None)`` to hand over, ``(None, wait)`` to
-        retry after ``wait``; an exception to hand over is raised."""
-        ended = self._ended
-        if isinstance(ended, BaseException):
-            raise ended
-        return ended
 
     def _abandon(self) -> None:
         """The caller stopped waiting: the first's answer is closed, whenever it comes."""
@@ -632,7 +638,7 @@ class AsyncHedger:
         return race.outcome()
 
 
-class _Race:
+class _Race(_Raced):
     """A hedged try on asyncio whose first attempt runs in the caller's own task.
 
     The hedging delay is a timer of the event loop (``loop.call_later``), started when the
@@ -655,7 +661,6 @@ class _Race:
     send: Callable[[tuple[Slot, Any]], None] | None = None  # the runner's inbox
     inside = False  # the caller is waiting for the first attempt
     interrupted = False  # ... and the runner cancelled that wait
-    _ended: Ended | BaseException
 
     def __init__(self, hedger: AsyncHedger, transport: Any, request: Request, closes: int,
                  stream: object, loop: asyncio.AbstractEventLoop,
@@ -781,14 +786,6 @@ class _Race:
             return await runner
         except Exception as exc:
             return exc
-
-    def outcome(self) -> Ended:
-        """How a hedged try ended: ``(response, None)`` to hand over, ``(None, wait)`` to
-        retry after ``wait``; an exception to hand over is raised."""
-        ended = self._ended
-        if isinstance(ended, BaseException):
-            raise ended
-        return ended
 
     def _lower_bound(self) -> None:
         """The first attempt was cancelled: on the wire this long at least."""
