@@ -314,13 +314,14 @@ def test_the_percentile_takes_over_as_soon_as_min_samples_are_in() -> None:
 
 
 def test_every_transport_records_latency_per_origin(harness: Harness) -> None:
-    """A random eighth of the attempts without hedging; every attempt with it."""
+    """A random eighth of the attempts, and every attempt when a percentile of them sets the
+    hedging delay."""
     def handler(request: httpx.Request) -> httpx.Response:
         harness.clock.now += 0.25
         return httpx.Response(200)
 
     transport = harness.transport(handler)
-    hedging = harness.transport(handler, hedging=rt.Hedging(60.0))
+    hedging = harness.transport(handler, hedging=rt.Hedging("p50", fallback_delay=60.0))
     for _ in range(400):
         harness.send(transport)
     for _ in range(20):

@@ -113,10 +113,12 @@ class Controller:
         self.hedging = settings.hedging
         self.hedge_delays = Delays()
         #: Each origin's latency (sending an attempt to its response's headers), on ``clock``:
-        #: the attempts ``timed()`` says (every attempt with hedging, whose delay reads it;
-        #: else a random ``LATENCY_SAMPLE`` of them).
+        #: the attempts ``timed()`` says (every attempt when a percentile of it sets the
+        #: hedging delay; else a random ``LATENCY_SAMPLE`` of them).
         self.latency = LatencyTable(clock)
-        self.timed = timings(1.0 if self.hedging is not None else LATENCY_SAMPLE)
+        hedging = self.hedging
+        self.timed = timings(LATENCY_SAMPLE if hedging is None or hedging.quantile is None
+                             else 1.0)
         #: Whether requests get headers added (``From``, an idempotency key).
         self.prepares = self.contact is not None or self.auto_idempotency_key
         hooks = settings.hooks

@@ -259,7 +259,8 @@ class SyncHedger:
         race = SyncRace(self, transport, request, closes, stream, generation)
         race.delay = controller.hedge_delays.get(self.hedging, controller.latency,
                                                  request.url, self.clock)
-        race.sent = self.clock()  # handed to the worker: its latency runs from now
+        if self.timed():  # handed to the worker: its latency runs from now
+            race.sent = self.clock()
         if workers.submit(race.work, None, generation, reserve=True):
             return None, race
         if workers.generation == generation:  # no worker free: it goes plainly
@@ -305,27 +306,26 @@ class SyncRace(_Raced):
         self.stream = stream
         self.generation = generation
         self.delay = 0.0
-        self.sent = self.end = 0.0
+        self.sent: float | None = None  # when it was handed over, if it is timed
         self.mutex = threading.Lock()
         self.done = threading.Lock()
         self.done.acquire()  # released when the first's outcome is in (before the delay)
 
     def work(self, _: object) -> None:
         """The first attempt, on the worker."""
-        hedger = self.hedger
         result: Response | BaseException
         try:
             result = self.transport.handle_request(self.request)
         except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
             result = exc
-        end = hedger.clock()
         with self.mutex:
             arrive = self.arrive
-            if arrive is None:
-                self.result, self.end = result, end
+            if arrive is None:  # the caller reads the clock, if it times the attempt
+                self.result = result
                 self.done.release()
                 return
-        arrive(cast(Slot, self.first), result, self.sent, end)
+        first = cast(Slot, self.first)
+        arrive(first, result, cast(float, first.sent), self.hedger.clock())
 
     def attempt(self) -> Response | None:
         """Wait for the first attempt. Its response, or its exception raised, when it came
@@ -342,14 +342,17 @@ class SyncRace(_Raced):
             if not isinstance(result, Exception):
                 if isinstance(result, BaseException):
                     raise result  # an interrupt in the attempt: the request ends with it
-                if hedger.timed():
-                    end = self.end
-                    hedger.record(origin_of(self.request.url), end - self.sent, end)
+                sent = self.sent
+                if sent is not None:
+                    end = hedger.clock()
+                    hedger.record(origin_of(self.request.url), end - sent, end)
                 return result
             raise result
         call = self.call = HedgedCall(hedger.controller, self.request, hedger.hedging,
                                       self.closes, plain=True, stream=self.stream)
-        self.first = call.adopt(self.request, self.delay, self.sent)
+        sent = self.sent  # not read when untimed: the delay has run since it was handed over
+        self.first = call.adopt(self.request, self.delay,
+                                hedger.clock() - self.delay if sent is None else sent)
         try:
             self._ended = cast(Ended, sync_try(call, self.transport, hedger.workers,
                                                hedger.record, hedger.clock, self))
