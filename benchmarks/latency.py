@@ -52,7 +52,7 @@ import timeit
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from retry_transport._latency import GAMMA, LatencyTable
+from retry_transport._call.latency import GAMMA, LatencyTable
 
 #: The most recording may add to a request (a).
 TARGET_RECORD_US = 0.2
@@ -238,7 +238,7 @@ def transport_costs(rounds: int, number: int) -> float:
     import httpx
 
     import retry_transport as rt
-    from retry_transport._controller import timings
+    from retry_transport._call.controller import timings
 
     request = httpx.Request("GET", "https://api.example.com/items")
     arms: dict[str, Any] = {}

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 import retry_transport as rt
-from retry_transport import _drivers, _options, _rules
-from retry_transport._core import __doc__ as CORE_DOC
+from retry_transport._call import options as _options
+from retry_transport._call.core import __doc__ as CORE_DOC
+from retry_transport._io import drivers as _drivers
+from retry_transport._meaning import rules as _rules
 
 PACKAGE = Path(rt.__file__).parent
 # The documentation page that states the rules and the options in full (the README links to it).
@@ -86,26 +88,31 @@ def test_no_import_cycle() -> None:
 
 #: What the leaves and the components may import: nothing above them.
 ALLOWED = {
-    "_store": {"_fork", "_validate"},
-    "_fork": set(),
-    "_deadlines": {"_validate"},
-    "_validate": set(),
-    "_models": set(),
-    "_flavour": set(),
-    "_http": {"_flavour", "_models"},
-    "_rules": {"_flavour", "_http", "_models", "_policy", "_retry_after", "_signals"},
-    "_observe": {"_flavour", "_fork", "_http", "_models"},
-    "_guards": {"_models", "_observe", "_breaker", "_budget", "_flavour", "_http", "_policy",
-                "_rules", "_throttle", "testing"},
-    "_throttle": {"_fork", "_http", "_models", "_validate"},
-    "_latency": {"_fork", "_validate"},
-    "_hedging": {"_flavour", "_http", "_latency", "_validate"},
-    "_bodies": {"_core", "_flavour"},
-    "_hedge_loops": {"_controller", "_flavour", "_fork", "_hedged_call", "_hedging", "_http"},
-    "_plain": {"testing", "_controller", "_deadlines", "_flavour", "_http", "_rules"},
-    "_timeleft": {"_controller", "_http", "_models"},
-    "_core": {"testing", "_controller", "_deadlines", "_timeleft", "_flavour", "_guards",
-              "_http", "_models", "_observe", "_policy", "_rules", "_validate"},
+    "_stores.memory": {"_leaves.fork", "_leaves.validate"},
+    "_leaves.fork": set(),
+    "_meaning.deadlines": {"_leaves.validate"},
+    "_leaves.validate": set(),
+    "_leaves.models": set(),
+    "_leaves.flavour": set(),
+    "_wire.http": {"_leaves.flavour", "_leaves.models"},
+    "_meaning.rules": {"_leaves.flavour", "_leaves.models", "_meaning.policy", "_wire.http",
+        "_wire.retry_after", "_wire.signals"},
+    "_meaning.observe": {"_leaves.flavour", "_leaves.fork", "_leaves.models", "_wire.http"},
+    "_guards.seam": {"_guards.breaker", "_guards.budget", "_guards.throttle", "_leaves.flavour",
+        "_leaves.models", "_meaning.observe", "_meaning.policy", "_meaning.rules", "_wire.http",
+        "testing"},
+    "_guards.throttle": {"_leaves.fork", "_leaves.models", "_leaves.validate", "_wire.http"},
+    "_call.latency": {"_leaves.fork", "_leaves.validate"},
+    "_call.hedging": {"_call.latency", "_leaves.flavour", "_leaves.validate", "_wire.http"},
+    "_io.bodies": {"_call.core", "_leaves.flavour"},
+    "_io.hedge_loops": {"_call.controller", "_call.hedged_call", "_call.hedging",
+        "_leaves.flavour", "_leaves.fork", "_wire.http"},
+    "_call.plain": {"_call.controller", "_leaves.flavour", "_meaning.deadlines", "_meaning.rules",
+        "_wire.http", "testing"},
+    "_call.timeleft": {"_call.controller", "_leaves.models", "_wire.http"},
+    "_call.core": {"_call.controller", "_call.timeleft", "_guards.seam", "_leaves.flavour",
+        "_leaves.models", "_leaves.validate", "_meaning.deadlines", "_meaning.observe",
+        "_meaning.policy", "_meaning.rules", "_wire.http", "testing"},
 }
 
 

@@ -790,7 +790,7 @@ def test_a_closed_breaker_keeps_no_memory_per_success() -> None:
     finally:
         tracemalloc.stop()
     grown = [stat for stat in after.compare_to(before, "filename")
-             if stat.traceback[0].filename.endswith("_breaker.py") and stat.size_diff > 0]
+             if stat.traceback[0].filename.endswith("_guards/breaker.py") and stat.size_diff > 0]
     assert grown == []
 
 

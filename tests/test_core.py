@@ -12,15 +12,15 @@ import httpx
 import pytest
 
 from retry_transport import CircuitBreaker, RetryBudget, StopReason, retry_info as rt_retry_info
-from retry_transport._controller import Controller
-from retry_transport._core import RetryCall
-from retry_transport._guards import FIRST, Guard, Refusal
-from retry_transport._options import Settings
-from retry_transport._plain import plain_final, plain_first
-from retry_transport._policy import RetryPolicy
-from retry_transport._rules import ORDER, Outcome
-from retry_transport._throttle import AdaptiveThrottle
-from retry_transport._transports import HTTPX
+from retry_transport._call.controller import Controller
+from retry_transport._call.core import RetryCall
+from retry_transport._call.options import Settings
+from retry_transport._call.plain import plain_final, plain_first
+from retry_transport._guards.seam import FIRST, Guard, Refusal
+from retry_transport._guards.throttle import AdaptiveThrottle
+from retry_transport._io.transports import HTTPX
+from retry_transport._meaning.policy import RetryPolicy
+from retry_transport._meaning.rules import ORDER, Outcome
 
 
 class Headers(dict[str, str]):

@@ -109,7 +109,7 @@ def test_metadata_kept_beside_an_exception_goes_with_it(harness: Harness) -> Non
     """Nothing is retained once such an exception is gone."""
     import gc
 
-    from retry_transport import _http
+    from retry_transport._wire import http as _http
 
     def handler(request: httpx.Request) -> httpx.Response:
         raise FrozenError()

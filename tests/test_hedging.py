@@ -16,7 +16,7 @@ import anyio
 import pytest
 import trio.testing
 
-from retry_transport._latency import LatencyTable
+from retry_transport._call.latency import LatencyTable
 from tests.flavour import httpx, rt
 from tests.harness import Harness
 
@@ -436,7 +436,7 @@ def test_an_interrupt_in_a_worker_reaches_the_caller() -> None:
 
 def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from retry_transport import _hedge_loops
+    from retry_transport._io import hedge_loops as _hedge_loops
 
     threads: list[threading.Thread] = []
 
@@ -453,7 +453,7 @@ def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
 
 
 def test_with_one_worker_no_hedge_waits_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from retry_transport import _hedge_loops
+    from retry_transport._io import hedge_loops as _hedge_loops
 
     seen: list[int] = []
 
@@ -470,7 +470,7 @@ def test_with_one_worker_no_hedge_waits_for_one(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_closed_transports_tries_start_no_more_attempts() -> None:
-    from retry_transport._hedge_loops import Workers
+    from retry_transport._io.hedge_loops import Workers
 
     workers = Workers()
     generation = workers.generation

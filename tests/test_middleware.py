@@ -21,8 +21,9 @@ import httpx
 import pytest
 
 import retry_transport as rt
-from retry_transport import _deadlines, asgi, wsgi
-from retry_transport._deadlines import deadline, time_left
+from retry_transport import asgi, wsgi
+from retry_transport._meaning import deadlines as _deadlines
+from retry_transport._meaning.deadlines import deadline, time_left
 
 if sys.version_info >= (3, 11):
     from builtins import ExceptionGroup

@@ -147,7 +147,7 @@ def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> N
     import sysconfig
     import threading
 
-    from retry_transport import _controller
+    from retry_transport._call import controller as _controller
 
     real = sysconfig.get_config_var
     monkeypatch.setattr(sysconfig, "get_config_var",

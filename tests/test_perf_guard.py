@@ -224,9 +224,9 @@ def test_a_rate_limit_header_on_a_success_is_still_read() -> None:
 
 def test_the_origin_is_worked_out_once_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a breaker, a request's origin is spelt out once, retried or not."""
-    import retry_transport._core as core
-    import retry_transport._guards as guards
-    import retry_transport._http as http
+    import retry_transport._call.core as core
+    import retry_transport._guards.seam as guards
+    import retry_transport._wire.http as http
 
     calls: list[object] = []
     real = http.origin
@@ -253,7 +253,7 @@ def test_quick_records_equal_the_constructors() -> None:
     import dataclasses
     import pickle
 
-    from retry_transport._models import new_attempt, new_retry_info
+    from retry_transport._leaves.models import new_attempt, new_retry_info
 
     attempt = new_attempt(503, None, 1.5, 0.25, "retry-after")
     assert type(attempt) is rt.Attempt

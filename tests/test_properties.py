@@ -27,7 +27,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from retry_transport._retry_after import MAX_SECONDS
+from retry_transport._wire.retry_after import MAX_SECONDS
 from tests.flavour import MODULES, current, httpx, rt
 
 #: The transport tests run once per flavour (httpx, httpx2); the parsers are flavour-neutral

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from retry_transport import parse_http_date, parse_retry_after
-from retry_transport._retry_after import MAX_SECONDS
+from retry_transport._wire.retry_after import MAX_SECONDS
 
 # 2026-11-30 12:00:00 UTC
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc).timestamp()

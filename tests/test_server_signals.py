@@ -316,7 +316,7 @@ def test_thousands_of_rate_limit_lines_are_read_only_so_far() -> None:
     among them counts), those past the first few dozen are not (one there says nothing),
     and a Retry-After after all of them still does."""
     import retry_transport as plain_rt
-    from retry_transport._http import SIGNAL_LINES, scan
+    from retry_transport._wire.http import SIGNAL_LINES, scan
 
     quiet = [("RateLimit", f'"q{i}";r=5;t=30') for i in range(4000)]
     late = httpx_plain.Response(200, headers=[*quiet[:3000], ("RateLimit", '"x";r=0;t=30'),

@@ -1352,7 +1352,7 @@ def test_an_idle_member_keeps_a_bounded_inbox() -> None:
     """A transport that sends nothing, on a store told of 20,000 cooldowns: its inbox
     keeps at most INBOX_LIMIT of them, those that end last; one already over is not kept;
     and its next request applies them at once, held as the store said."""
-    from retry_transport._cooldowns import INBOX_LIMIT
+    from retry_transport._guards.cooldowns import INBOX_LIMIT
 
     wall = FakeClock(start=1_000_000.0)
     store = rt.MemoryStore(wallclock=wall)

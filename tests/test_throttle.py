@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-from retry_transport._throttle import _BUCKETS, _PRUNE_AT, AdaptiveThrottle
+from retry_transport._guards.throttle import _BUCKETS, _PRUNE_AT, AdaptiveThrottle
 from tests.flavour import MODULES
 
 A = "https://a.example:443"  # an origin as the transports spell it

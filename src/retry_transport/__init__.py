@@ -7,21 +7,21 @@ response = client.get("https://api.example.com/items")
 rt.retry_info(response).attempts
 """
 
-from ._breaker import CircuitBreaker
-from ._budget import RetryBudget
-from ._deadlines import deadline, time_left
-from ._errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
-from ._hedging import Hedging
-from ._http import retry_info
-from ._latency import LatencySummary
-from ._models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
-from ._observe import RetryHook
-from ._policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
-from ._redis import RedisStore
-from ._retry_after import parse_http_date, parse_retry_after
-from ._store import MemoryStore
-from ._throttle import AdaptiveThrottle
-from ._transports import AsyncRetryTransport, RetryTransport
+from ._call.hedging import Hedging
+from ._call.latency import LatencySummary
+from ._guards.breaker import CircuitBreaker
+from ._guards.budget import RetryBudget
+from ._guards.throttle import AdaptiveThrottle
+from ._io.transports import AsyncRetryTransport, RetryTransport
+from ._leaves.errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
+from ._leaves.models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
+from ._meaning.deadlines import deadline, time_left
+from ._meaning.observe import RetryHook
+from ._meaning.policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
+from ._stores.memory import MemoryStore
+from ._stores.redis import RedisStore
+from ._wire.http import retry_info
+from ._wire.retry_after import parse_http_date, parse_retry_after
 
 __version__ = "0.1.0"
 

@@ -48,14 +48,14 @@ from . import (
     retry_info,
     time_left,
 )
-from ._drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
-from ._errors import (
+from ._io.drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
+from ._leaves.errors import (
     CircuitOpenErrorBase as _CircuitOpenErrorBase,
     CooldownErrorBase as _CooldownErrorBase,
     DeadlineExceededBase as _DeadlineExceededBase,
     ThrottledErrorBase as _ThrottledErrorBase,
 )
-from ._flavour import Flavour as _Flavour
+from ._leaves.flavour import Flavour as _Flavour
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",

@@ -40,9 +40,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "retry_transport.otel needs OpenTelemetry: pip install 'retry-transport[otel]'"
     ) from exc
 
-from ._drivers import AsyncRetry, SyncRetry
-from ._http import redact_url
-from ._models import RetryEvent
+from ._io.drivers import AsyncRetry, SyncRetry
+from ._leaves.models import RetryEvent
+from ._wire.http import redact_url
 
 __all__ = [
     "RESEND_COUNT",

@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import _fork
-from ._policy import RetryPolicy
+from ._leaves import fork as _fork
+from ._meaning.policy import RetryPolicy
 
 __all__ = ["TestingLog", "retry_testing"]
 

@@ -20,7 +20,8 @@ import pytest
 import uvicorn
 
 import retry_transport as rt
-from retry_transport import _deadlines, wsgi
+from retry_transport import wsgi
+from retry_transport._meaning import deadlines as _deadlines
 from retry_transport.asgi import DeadlineMiddleware
 from tests.real.servers import BOUND, LocalHTTPServer
 

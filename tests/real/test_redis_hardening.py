@@ -156,7 +156,7 @@ def test_a_burst_of_events_reaches_redis_and_the_others_whole(
     send: each a cooldown and a breaker opening, 30,000 events in a couple of seconds. Every
     one is in Redis and known to another worker's store in the end, and nothing is logged
     as dropped."""
-    caplog.set_level(logging.WARNING, logger="retry_transport._redis")
+    caplog.set_level(logging.WARNING, logger="retry_transport._stores.redis")
     sender, receiver = stores(redis_server.url), stores(redis_server.url)
     assert sender.connected and receiver.connected
     breaker = rt.CircuitBreaker(store=sender, min_requests=1, break_duration=30.0)
@@ -279,7 +279,7 @@ def test_events_dropped_past_the_cap_are_logged_once_with_their_count(
 ) -> None:
     """The bound on waiting events (100,000 origins; 10 here) is reached while the thread
     is busy: what does not fit is dropped, and one WARNING says how many."""
-    from retry_transport import _redis
+    from retry_transport._stores import redis as _redis
 
     caplog.set_level(logging.WARNING, logger="retry_transport")
     monkeypatch.setattr(_redis, "_PENDING_CAP", 10)

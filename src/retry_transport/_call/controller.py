@@ -1,0 +1,254 @@
+"""What one transport keeps across requests: its settings, its guards, its counters.
+
+The per-request decisions are in ``_core``; the cooldown table in ``_cooldowns``; what is
+logged and told to hooks in ``_observe``. The controller builds the guards tuple once, in
+admission order (breaker, throttle, cooldowns, budget), and the order their vetoes are asked
+in, from the rule order of ``_rules``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import sysconfig
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+from .._guards.cooldowns import CooldownTable
+from .._guards.seam import BreakerGuard, BudgetGuard, Guard, ThrottleGuard
+from .._leaves.flavour import Flavour, Request
+from .._leaves.fork import track
+from .._leaves.models import Attempt, RetryInfo, RetryStats, StopReason
+from .._meaning.observe import Observer
+from .._meaning.policy import RetryPolicy
+from .._meaning.rules import NOT_RETRYABLE, ORDER, SUCCESS, Outcome, final
+from .hedging import Delays
+from .latency import LatencyTable
+
+if TYPE_CHECKING:
+    from .options import Settings
+
+__all__ = ["Controller"]
+
+
+#: The share of attempts whose latency a transport without hedging records: a random
+#: sample, so that timing costs the success path little (two clock readings and a histogram
+#: update for one attempt in eight).
+LATENCY_SAMPLE: Final = 0.125
+#: The sample is a pattern of this many draws, seeded (the same attempts are timed in every
+#: run), gone through in a cycle: one C call per attempt decides. A request pattern aliases
+#: with it only if its period is a multiple of this.
+_PATTERN: Final = 4096
+_SAMPLE_SEED: Final = 0x1A7E
+
+
+@functools.cache
+def _pattern(share: float) -> tuple[bool, ...]:
+    """Which of the seeded draws time an attempt, made once per share and process: each
+    transport goes through the pattern from its start."""
+    draw = random.Random(_SAMPLE_SEED).random
+    return tuple(draw() < share for _ in range(_PATTERN))
+
+
+def timings(share: float) -> Callable[[], bool]:
+    """What says whether to time an attempt: True for a random ``share`` of the calls."""
+    if share >= 1.0:
+        return itertools.repeat(True).__next__
+    return itertools.cycle(_pattern(share)).__next__
+
+
+class _LockedCount(Iterator[int]):
+    """``itertools.count`` with a lock, for interpreters without a GIL to make it atomic."""
+
+    def __init__(self) -> None:
+        self._value = 0
+        self._lock = threading.Lock()
+        track(self)
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> _LockedCount:
+        return self
+
+    def __next__(self) -> int:
+        with self._lock:
+            value = self._value
+            self._value += 1
+        return value
+
+
+def _counter() -> Iterator[int]:
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return _LockedCount()
+    return itertools.count()
+
+
+class Controller:
+    """The state one transport keeps across requests: settings, guards, counters."""
+
+    def __init__(self, policy: RetryPolicy, *, flavour: Flavour, settings: Settings,
+                 clock: Callable[[], float]) -> None:
+        self.policy = policy
+        self.flavour = flavour
+        #: How many times the transport was closed: a request begun before the last close
+        #: starts no attempt after it (``RetryCall.attempt_request``).
+        self.closes = 0
+        self.settings = settings
+        budget = self.budget = settings.budget
+        breaker = self.breaker = settings.breaker
+        cooldown = self.cooldown = settings.cooldown
+        self.rng = settings.rng
+        self.clock = clock
+        self.wallclock = settings.wallclock
+        self.contact = settings.contact
+        self.auto_idempotency_key = settings.auto_idempotency_key
+        self.attempt_header = settings.attempt_header
+        self.deadline_header = settings.deadline_header
+        #: Hedged requests (``None``: none), and the delays read from the latency.
+        self.hedging = settings.hedging
+        self.hedge_delays = Delays()
+        #: Each origin's latency (sending an attempt to its response's headers), on ``clock``:
+        #: the attempts ``timed()`` says (every attempt when a percentile of it sets the
+        #: hedging delay; else a random ``LATENCY_SAMPLE`` of them).
+        self.latency = LatencyTable(clock)
+        hedging = self.hedging
+        self.timed = timings(LATENCY_SAMPLE if hedging is None or hedging.quantile is None
+                             else 1.0)
+        #: Whether requests get headers added (``From``, an idempotency key).
+        self.prepares = self.contact is not None or self.auto_idempotency_key
+        hooks = settings.hooks
+        self.observer = Observer(hooks, clock)
+        self.cooldowns = CooldownTable(clock, settings.store) if cooldown else None
+        guards: list[Guard] = []
+        if breaker is not None:
+            guards.append(BreakerGuard(breaker, self.observer))
+        #: The throttle's guard (its refusals are counted there), or ``None``.
+        self.throttle = None
+        if settings.throttle is not None:
+            self.throttle = ThrottleGuard(settings.throttle, self.observer)
+            guards.append(self.throttle)
+        if self.cooldowns is not None:
+            guards.append(self.cooldowns)
+        if budget is not None:
+            guards.append(BudgetGuard(budget))
+        self.guards: tuple[Guard, ...] = tuple(guards)
+        #: The tickets of a first attempt while every guard is quiet.
+        self.plain: tuple[tuple[Guard, object], ...] = tuple(
+            (guard, guard.plain) for guard in guards if guard.plain is not None
+        )
+        #: The guards that give a plain ticket, in admission order.
+        self.plain_guards: tuple[Guard, ...] = tuple(guard for guard, _ in self.plain)
+        #: For a plain first attempt's success: the guards' tallies, and those without one.
+        self.tallies: tuple[Callable[[], object], ...] = tuple(
+            guard.tally for guard in self.plain_guards if guard.tally is not None
+        )
+        self.untallied: tuple[Guard, ...] = tuple(
+            guard for guard in self.plain_guards if guard.tally is None
+        )
+        #: The guards that may stop being quiet (a class-level ``quiet = True`` never does).
+        self.watched: tuple[Guard, ...] = tuple(
+            guard for guard in guards if getattr(type(guard), "quiet", None) is not True
+        )
+        #: The guards that learn from what responses say (an origin asking for quiet).
+        self.learners: tuple[Guard, ...] = tuple(g for g in guards if g.learns)
+        #: Indexes into ``guards`` of those that veto retries, in the rule order.
+        self.vetoes: tuple[int, ...] = tuple(sorted(
+            (index for index, guard in enumerate(guards) if guard.reason is not None),
+            key=lambda index: ORDER.index(guards[index].reason),
+        ))
+        #: Whether a first attempt may go as it is while the guards are quiet (the transport's
+        #: policy; a request's override is looked at per request): no header to add, no
+        #: deadline to clip timeouts by, no body to read before handing it over.
+        self.simple = (not self.prepares and self.attempt_header is None
+                       and policy.deadline is None and not policy.retry_body_errors)
+        #: Whether the quick path must look for an exhausted rate-limit quota.
+        self.pacing = cooldown and policy.respect_rate_limits
+        self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
+        # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
+        # lock; stats() draws from them too (under the lock) and subtracts its own draws.
+        self.request_counter = _counter()
+        self._retries = _counter()
+        self._hedges = _counter()
+        self._hedge_wins = _counter()
+        self._draws = 0
+        self._gave_up: dict[StopReason, int] = {}
+        # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
+        # immutable, so one pair serves every such response.
+        self.finals: dict[int, tuple[RetryInfo, Outcome]] = {}
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
+
+    def prepare(self, request: Request, policy: RetryPolicy) -> None:
+        """Add the headers a polite client sends: ``From`` and an idempotency key."""
+        if self.contact is not None and "from" not in request.headers:
+            request.headers["From"] = self.contact
+        header = policy.idempotency_header
+        if (
+            self.auto_idempotency_key
+            and header
+            and request.method not in policy.retry_methods
+            and not request.headers.get(header, "").strip()
+        ):
+            request.headers[header] = f'"{uuid.uuid4()}"'
+
+    def final(self, status: int) -> tuple[RetryInfo, Outcome]:
+        """The metadata and the outcome of a first-attempt answer that is final at once
+        (shared, immutable)."""
+        pair = self.finals.get(status)
+        if pair is None:
+            reason = SUCCESS if status < 400 else NOT_RETRYABLE
+            info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
+            pair = self.finals[status] = (info, final(status))
+        return pair
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def note_retry(self, request: Request, attempt: int, of: int, wait: float,
+                   status: int | None, error: str | None, signal: str | None) -> None:
+        next(self._retries)
+        self.observer.retry(request, attempt, of, wait, status, error, signal)
+
+    def note_hedge(self, request: Request, attempt: int, delay: float) -> None:
+        next(self._hedges)
+        self.observer.hedge(request, attempt, delay)
+
+    def note_hedge_win(self) -> None:
+        next(self._hedge_wins)
+
+    def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool,
+                    detail: str | None = None) -> None:
+        """Count and tell a request's end; ``detail``: why a rule stopped it, for the log."""
+        reason = info.stop_reason
+        gave_up = reason is not SUCCESS and (info.retries > 0 or failed_retryable)
+        if gave_up:
+            with self._lock:
+                self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
+        if gave_up or info.retries > 0:
+            self.observer.finish(request, info, gave_up, detail)
+
+    def stats(self) -> RetryStats:
+        with self._lock:
+            requests = next(self.request_counter) - self._draws
+            retries = next(self._retries) - self._draws
+            hedges = next(self._hedges) - self._draws
+            throttled = 0 if self.throttle is None else next(self.throttle.refused) - self._draws
+            hedge_wins = next(self._hedge_wins) - self._draws
+            self._draws += 1
+            gave_up = dict(self._gave_up)
+        return RetryStats(
+            requests=requests,
+            retries=retries,
+            gave_up=MappingProxyType(gave_up),
+            budget_tokens=None if self.budget is None else self.budget.tokens,
+            retry_rate=retries / requests if requests else 0.0,
+            hedges=hedges,
+            hedge_wins=hedge_wins,
+            throttled=throttled,
+        )

@@ -1,0 +1,296 @@
+"""The decisions of a hedged try: several attempts of one request in flight at once.
+
+See ``_hedging`` for the rules. Sans-I/O: :class:`HedgedCall` says which attempt to start
+and what an outcome means; ``_hedge_loops`` does the I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from .._guards.seam import HEDGE, Guard
+from .._leaves.models import Attempt, new_attempt
+from .._meaning.rules import (
+    NOT_RETRYABLE,
+    SERVER_DECLINED,
+    classify_error,
+    classify_response,
+    final_at_once,
+)
+from .._wire.http import attach
+from .core import REFUSED, RetryCall
+from .timeleft import MIN_ATTEMPT
+
+if TYPE_CHECKING:
+    from .._leaves.flavour import Request, Response
+    from .._meaning.policy import RetryPolicy
+    from .controller import Controller
+    from .hedging import Hedging
+
+__all__ = ["HedgedCall", "Slot", "Verdict", "hedgeable"]
+
+
+def hedgeable(policy: RetryPolicy, request: Request, flavour_stream: type) -> bool:
+    """Whether ``request`` may be hedged under ``policy``: a method that may be sent again
+    (or an idempotency key), a body held in memory, no ``retry_body_errors``."""
+    if policy.retry_body_errors:
+        return False
+    if request.method not in policy.retry_methods:
+        key = policy.idempotency_header
+        if not key or not request.headers.get(key, "").strip():
+            return False
+    return isinstance(request.stream, flavour_stream)
+
+
+class Slot:
+    """One attempt of a hedged try: what it sends and its own tickets."""
+
+    __slots__ = ("hedge", "number", "record", "request", "running", "sent", "tickets")
+
+    def __init__(self, number: int, request: Request, tickets: list[tuple[Guard, object]],
+                 hedge: bool) -> None:
+        self.number = number  # 1-based, in the order the attempts started
+        self.request = request  # a copy of the request, dressed for this attempt
+        self.tickets = tickets
+        self.hedge = hedge
+        self.running = True  # no outcome judged yet
+        self.record: Attempt | None = None  # a retryable outcome's record, while others run
+        #: When it left the client's own pool for the wire (the transport's clock), or
+        #: ``None`` while it waits for a connection (see ``HedgedCall.sent``).
+        self.sent: float | None = None
+
+
+#: What :meth:`HedgedCall.done` answers: hand this outcome over (``"win"``: the response is
+#: returned or the exception raised), wait for the others (``"more"``), sleep and retry
+#: (``"retry"``, with the wait), or hand this outcome over after all (``"stop"``).
+Verdict = Literal["win", "more", "retry", "stop"]
+
+
+class HedgedCall(RetryCall):
+    """A :class:`~._call.core.RetryCall` whose first try may have several attempts in flight."""
+
+    __slots__ = ("_current", "_number", "_slots", "_stopped", "delay", "hedged", "hedging",
+                 "losers_run")
+
+    def __init__(self, controller: Controller, request: Request, hedging: Hedging,
+                 closes: int | None = None, *, plain: bool = False,
+                 stream: object = None) -> None:
+        self._slots: list[Slot] = []
+        self._current: Slot | None = None
+        self._number = 0  # the hedge being admitted (what the guards read as ``attempt``)
+        self._stopped = False  # a guard refused a hedge: no more in this try
+        self.hedging = hedging
+        self.delay = 0.0
+        #: Whether the attempts that lose the race run on to their end (sync: a worker
+        #: thread cannot be stopped) rather than being cancelled (async): a loser then keeps
+        #: its tickets (a half-open probe slot) until it ends, and :meth:`late` settles them.
+        self.losers_run = False
+        super().__init__(controller, request, plain=plain, stream=stream, closes=closes)
+        #: Whether the first try is hedged (else the request goes as without hedging).
+        self.hedged = self.enabled and hedgeable(self.policy, request,
+                                                 controller.flavour.byte_stream)
+
+    def can_hedge(self) -> bool:
+        """Whether another attempt could join the try later (a hedge's delay to wait)."""
+        return (not self._stopped and len(self._slots) < self.policy.max_attempts
+                and self.running < self.hedging.max_attempts)
+
+    @property
+    def attempt(self) -> int:
+        """The number of the attempt being admitted or settled (a hedge's own number)."""
+        return self._number or self.retries + 1
+
+    @property
+    def running(self) -> int:
+        """Attempts of the try still in flight."""
+        return sum(1 for slot in self._slots if slot.running)
+
+    def begin(self) -> Slot:
+        """The try's first attempt, with the tickets the call's admission gave it. Raises
+        ``DeadlineExceeded`` when no time is left to send it."""
+        controller = self._controller
+        progress = self._state()
+        left = self._check_deadline(progress)
+        self.delay = controller.hedge_delays.get(self.hedging, controller.latency,
+                                                 self.request.url, controller.clock)
+        tickets, self._tickets = self._tickets, []
+        return self._slot(1, list(tickets), left, hedge=False)
+
+    def adopt(self, request: Request, delay: float, sent: float | None) -> Slot:
+        """The try's first attempt, already under way as a plain one (``plain=True``):
+        ``request`` is what it sent, ``delay`` the hedging delay it was given, ``sent``
+        when it left the client's own pool. It keeps the plain tickets."""
+        self.delay = delay
+        tickets, self._tickets = self._tickets, []
+        slot = Slot(1, request, list(tickets), hedge=False)
+        slot.sent = sent
+        self._slots.append(slot)
+        return slot
+
+    def _slot(self, number: int, tickets: list[tuple[Guard, object]], left: float | None,
+              hedge: bool) -> Slot:
+        request = self.request
+        copy = self._controller.flavour.request(request.method, request.url,
+                                                headers=request.headers, stream=request.stream)
+        self._dress(copy, number, left, request.extensions)
+        slot = Slot(number, copy, tickets, hedge)
+        self._slots.append(slot)
+        return slot
+
+    def hedge(self) -> Slot | None:
+        """Another attempt, if one may start now: fewer than ``Hedging.max_attempts`` in
+        flight, fewer than the policy's ``max_attempts`` in all, time left, and every guard
+        admitting it (once one refuses, no more hedges in this try). ``None``: none starts
+        (the try goes on with those in flight)."""
+        slots = self._slots
+        if (self._stopped or len(slots) >= self.policy.max_attempts
+                or self.running >= self.hedging.max_attempts
+                or self._controller.closes != self._closes):  # closed: nothing starts
+            return None
+        progress = self._state()
+        left = self._left(progress)
+        if left is not None and left < MIN_ATTEMPT:
+            return None
+        if self._controller.guards:
+            self._number = len(slots) + 1
+            try:
+                refused = self._admit(HEDGE) is REFUSED
+            finally:
+                self._number = 0
+            if refused:  # hedges stop when a guard refuses one (gRPC: with throttling)
+                self._stopped = True
+                return None
+        tickets, self._tickets = self._tickets, []
+        return self._slot(len(slots) + 1, list(tickets), left, hedge=True)
+
+    def sent(self, slot: Slot, when: float) -> None:
+        """Attempt ``slot`` left the client's own pool at ``when``: a hedge is counted (in
+        ``RetryInfo.hedges``, the stats, a ``hedge`` event) only now. One still waiting
+        for a connection when the try ends is no hedge: :meth:`_conclude` gives back what
+        its admission took."""
+        slot.sent = when
+        if slot.hedge:
+            self._state().hedges += 1
+            self._controller.note_hedge(self.request, slot.number, self.delay)
+
+    def done_unsent(self, slot: Slot) -> None:
+        """Attempt ``slot`` was made ready but never sent (the transport was closed before
+        a worker took it): it leaves the try, and what its admission took goes back."""
+        slot.running = False
+        self._slots.remove(slot)
+        self._unsent(slot)
+
+    def _unsent(self, slot: Slot) -> None:
+        """What the admission of ``slot``, never sent, took goes back (a hedge's cost to
+        the budget), and its tickets are settled without a verdict."""
+        tickets, slot.tickets = slot.tickets, []
+        for guard, ticket in tickets:
+            guard.refund(self, ticket)
+            guard.settle(self, ticket, None)
+
+    def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
+        """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
+        slot.running = False
+        if len(self._slots) == 1 and not isinstance(result, Exception):
+            # The first attempt answered before any hedge: as an unhedged request's, an
+            # answer final at once takes the shared metadata (``RetryCall.on_response``).
+            controller = self._controller
+            progress = self._progress
+            status = result.status_code
+            if ((progress is None or (not progress.history and not progress.total_wait))
+                    and final_at_once(result, status, self.policy, controller.pacing)):
+                info, outcome = controller.final(status)
+                attach(result, info)
+                tickets, slot.tickets = slot.tickets, []
+                for guard, ticket in tickets:
+                    guard.settle(self, ticket, outcome)
+                return "win", None
+        self._tickets, slot.tickets = slot.tickets, []
+        self._current = slot
+        error = isinstance(result, Exception)
+        if isinstance(result, Exception):
+            outcome = self._judged_error(result)
+        else:
+            outcome = self._judged(result, result.status_code)
+        stop = outcome.stop
+        if stop is not None:
+            self._conclude(slot)
+            if error:
+                self._finish(NOT_RETRYABLE, result, outcome, failed_retryable=False)
+            else:
+                self._finish(stop, result, outcome, failed_retryable=stop is SERVER_DECLINED)
+            if slot.hedge:
+                self._controller.note_hedge_win()
+            return "win", None
+        if self.running:
+            slot.record = new_attempt(outcome.status, outcome.error, outcome.floor, 0.0,
+                                      outcome.signal if outcome.floor is not None else None,
+                                      hedge=slot.hedge)
+            return "more", None
+        self._conclude(slot)
+        wait = self._retry_or_stop(result, outcome)
+        self._slots = []  # the try is over: retries are single attempts
+        return ("stop", None) if wait is None else ("retry", wait)
+
+    def _conclude(self, current: Slot) -> None:
+        """The try is over with ``current``'s outcome: the other attempts' records go into
+        the history in the order they started (those still in flight cancelled, their
+        tickets settled without a verdict), ``current``'s place kept for its own."""
+        progress = self._state()
+        history = progress.history
+        for slot in self._slots:
+            if slot is current:
+                progress.place = len(history)
+                continue
+            if slot.running and slot.hedge and slot.sent is None:  # no hedge after all
+                slot.running = False
+                self._unsent(slot)
+                continue
+            if slot.running:
+                slot.running = False
+                # Cancelled: no verdict. A loser that runs on keeps the tickets of the guards
+                # that judge the origin's health, for its own outcome (``late``).
+                keep = self.losers_run
+                tickets = slot.tickets
+                slot.tickets = [pair for pair in tickets if keep and pair[0].health]
+                self._tickets = [pair for pair in tickets if not (keep and pair[0].health)]
+                self._settle(None)
+                history.append(new_attempt(None, None, None, 0.0, None, hedge=slot.hedge,
+                                           cancelled=True))
+            elif slot.record is not None:
+                history.append(slot.record)
+
+    def _hedged(self, progress: object) -> bool:
+        current = self._current
+        self._current = None
+        return current is not None and current.hedge
+
+    def late(self, slot: Slot, result: Response | BaseException) -> None:
+        """A loser that ran on (:attr:`losers_run`) ended after its try: its tickets are
+        settled with its own outcome (a probe's slot goes back, its verdict counts). Called
+        once per such attempt, from whichever thread saw it end; touches no state of the
+        request's."""
+        tickets, slot.tickets = slot.tickets, []
+        if not tickets:
+            return
+        controller = self._controller
+        if isinstance(result, Exception):
+            outcome = classify_error(result, controller.flavour)
+        elif isinstance(result, BaseException):
+            outcome = None
+        else:
+            outcome = classify_response(result, result.status_code, self.policy,
+                                        controller.wallclock, controller.cooldown)
+        for guard, ticket in tickets:
+            guard.settle(self, ticket, outcome)
+
+    def abandon(self) -> None:
+        """The request ended outside the decisions: every attempt in flight is settled
+        without a verdict (one that runs on, :attr:`losers_run`, is settled by
+        :meth:`late` when it ends)."""
+        for slot in self._slots:
+            if slot.running and slot.tickets and not self.losers_run:
+                slot.running = False
+                self._tickets, slot.tickets = slot.tickets, []
+                self._settle(None)
+        super().abandon()

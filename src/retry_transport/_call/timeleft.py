@@ -1,0 +1,120 @@
+"""The deadline's part of a request's decisions: the time left, and the end of a request
+whose next attempt cannot be sent (its time ran out, or its transport was closed).
+
+Mixed into :class:`~._call.core.RetryCall`: a request's deadline is the earlier of its policy's
+``deadline`` (measured on the transport's clock from the request's start) and the ambient
+one (``_deadlines``, measured on its own clock).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+from .._leaves.models import RetryInfo, StopReason
+from .._wire.http import remember
+
+if TYPE_CHECKING:
+    from .controller import Controller
+
+__all__ = ["MIN_ATTEMPT", "TimeLeft"]
+
+#: The least time left a retry is waited for, in seconds: 1 ms, the ``deadline_header``'s
+#: unit and the shortest timeout an attempt is given. A retry whose wait would leave less is
+#: not waited for (stop reason ``deadline``); with a ``deadline_header``, no attempt is sent
+#: with less (it would carry 0).
+MIN_ATTEMPT: Final = 0.001
+
+_DEADLINE: Final = StopReason.DEADLINE
+_CLOSED: Final = StopReason.CLOSED
+
+
+class TimeLeft:
+    """The deadline's methods of :class:`~._call.core.RetryCall`."""
+
+    __slots__ = ()
+
+    _controller: Controller
+    _progress: Any  # the call's _core._Progress, or None
+    request: Any
+
+    @property
+    def time_left(self) -> float | None:
+        """Seconds left of the request's deadline (its policy's or the ambient one, the
+        earlier), or ``None`` without one."""
+        progress = self._progress
+        return None if progress is None else self._left(progress)
+
+    def _left(self, progress: Any) -> float | None:
+        """The time left of the effective deadline: the policy's, measured on the
+        transport's clock, and the ambient one, on its own; waits skipped by testing mode
+        count as waited."""
+        left = None
+        deadline_at = progress.deadline_at
+        if deadline_at is not None:
+            left = deadline_at - self._controller.clock()
+        scope = progress.ambient
+        if scope is not None:
+            ambient = scope.left()
+            if left is None or ambient < left:
+                left = ambient
+        if left is not None:
+            left -= progress.skipped
+        return left
+
+    def _check_deadline(self, progress: Any) -> float | None:
+        """Before an attempt is sent: the time left, or ``None`` without a deadline; raises
+        the flavour's ``DeadlineExceeded`` (nothing sent) when none is left, or less than
+        ``MIN_ATTEMPT`` with a ``deadline_header`` (it would carry 0 ms)."""
+        left = self._left(progress)
+        if left is not None and (
+            left <= 0.0 or (left < MIN_ATTEMPT and self._controller.deadline_header is not None)
+        ):
+            self._expired(progress, left)
+        return left
+
+    def _give_back(self, carried: list[object], start: int) -> None:
+        """A retry is not sent after all: what the vetoes of the guards from index
+        ``start`` on took for it (``carried``, by guard index) goes back."""
+        guards = self._controller.guards
+        for index in range(start, len(guards)):
+            guards[index].refund(self, carried[index])  # type: ignore[arg-type]  # a RetryCall
+
+    def _expired(self, progress: Any, left: float) -> NoReturn:
+        """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go."""
+        shown = f"({max(left, 0.0) * 1000:.3f} ms left): not sent"
+        if progress.history:
+            message = (f"the deadline passed while waiting to send attempt "
+                       f"{len(progress.history) + 1} {shown}")
+        else:
+            message = f"the deadline passed before the request could be sent {shown}"
+        self._not_sent(progress, _DEADLINE, self._controller.flavour.deadline_error, message)
+
+    def _closed(self, progress: Any) -> NoReturn:
+        """Raise the flavour's ``TransportError``: the transport was closed since the
+        request began, so its next attempt does not start."""
+        message = (f"the transport was closed while this request was under way: attempt "
+                   f"{len(progress.history) + 1} was not sent")
+        self._not_sent(progress, _CLOSED, self._controller.flavour.transport_error, message)
+
+    def _not_sent(self, progress: Any, reason: StopReason, error_class: type[Any],
+                  message: str) -> NoReturn:
+        """End the request before an attempt is sent, raising ``error_class(message)`` with
+        its metadata. Before a retry, the retry that was waited for counts in ``retries``
+        (as for a guard's refusal, ``_refuse``), and what the guards took for it goes
+        back."""
+        history = tuple(progress.history)
+        carried = progress.carried
+        if history and carried is not None:  # a retry not sent after all
+            progress.carried = None
+            self._give_back(carried, 0)
+        info = RetryInfo(len(history), len(history), history, progress.total_wait, reason)
+        note = None
+        if history:
+            note = (f"retry-transport: gave up after {len(history)} attempt(s) "
+                    f"({reason.value}): the retry waited for was not sent")
+        request = self.request
+        error = error_class(message, request=request)
+        remember(error, info, note)
+        self._controller.note_finish(request, info, failed_retryable=True)
+        raise error
+

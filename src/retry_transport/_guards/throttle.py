@@ -1,0 +1,307 @@
+"""Client-side adaptive throttling per origin: refuse some attempts locally while a service
+turns most of them away, so that an overloaded backend is not also handed the cost of
+rejecting them.
+
+The rule is the one of *Site Reliability Engineering* (O'Reilly, 2016), chapter 21,
+"Handling Overload", section "Client-Side Throttling". Over the trailing ``window`` seconds,
+each origin (``scheme://host:port``) counts
+
+- ``requests``: the attempts the transport was about to send, those refused here included
+  (an attempt let through is counted when its outcome comes back, so that attempts still in
+  flight do not count as turned away: a burst to a new origin is not refused before anything
+  has answered);
+- ``accepts``: the attempts the service answered with a status outside ``reject_statuses``.
+
+Before each attempt, the probability of refusing it locally is::
+
+    max(0, (requests - k * accepts) / (requests + 1))
+
+While the service accepts at least one attempt in ``k``, nothing is refused and nothing is
+drawn. Past that, the share refused grows with the share the service turns away; since the
+refused attempts are counted as requests, a client keeps sending about ``k`` times what the
+service accepts, enough to notice at once when it recovers. ``k`` (2 in the book) trades
+backend load for reaction time: a larger one sends more doomed requests, a smaller one
+starts refusing earlier.
+
+Sans-I/O like the breaker: the clock is injected, nothing sleeps, the one lock is held for a
+few counter updates only, so one throttle may serve several transports, sync and async, of
+both flavours.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Final, cast
+
+from .._leaves.fork import track
+from .._leaves.models import RetryEvent
+from .._leaves.validate import check_callable, check_hooks, check_number, check_seconds
+from .._wire.http import normalise
+
+__all__ = ["AdaptiveThrottle"]
+
+#: The window is kept as this many buckets (plus the current one): a count leaves it at
+#: least ``window`` seconds after it was made and at most one bucket (``window / 20``, 6 s
+#: of the default two minutes, 5 %) later. Twenty makes the forgetting after an outage
+#: smooth (the probability falls in steps of a twentieth of the window, not in a few coarse
+#: drops) while an origin's state stays small (two rings of twenty counts) and a bucket
+#: change, once per bucket and origin, touches at most twenty slots.
+_BUCKETS: Final = 20
+
+#: Origins a throttle keeps before it first looks for some to forget; after each look, twice
+#: what remained (so the look costs O(1) per new origin, amortised), as the breaker does.
+_PRUNE_AT: Final = 1024
+
+
+class _Origin:
+    """One origin's counts over the window. Guarded by the throttle's lock."""
+
+    __slots__ = ("accepts", "index", "over", "past_accepts", "past_requests", "requests",
+                 "ring", "until")
+
+    def __init__(self, index: int, until: float) -> None:
+        self.index = index  # the current bucket: int(clock // bucket)
+        self.until = until  # when it ends (clock time): the next count starts a new one
+        # The totals over the window, the current bucket included (an attempt adds to them
+        # alone), then those of the buckets before it: the current bucket's counts are the
+        # difference.
+        self.requests = self.accepts = 0
+        self.past_requests = self.past_accepts = 0
+        # The _BUCKETS buckets before the current one, bucket ``i`` at ``i % _BUCKETS``:
+        # its requests there, its accepts at ``_BUCKETS + i % _BUCKETS``.
+        self.ring = [0] * (2 * _BUCKETS)
+        self.over = False  # requests > k * accepts: an attempt may be refused
+
+
+class AdaptiveThrottle:
+    """Client-side adaptive throttling per origin, shared by any number of transports.
+
+    Args:
+        k: how many times what the service accepts a client may send before it starts
+            refusing attempts locally: a finite number >= 1. Default 2.0, the book's.
+        window: seconds over which requests and accepts are counted (trailing). Default
+            120.0, the book's two minutes.
+        reject_statuses: the statuses that count as the service turning an attempt away
+            (not as an accept). Default 429 and 503, the answers of an overloaded service.
+            Any other status is an accept (a 404 or a 500 was handled by the backend); a
+            transient transport error is a request without an accept.
+        rng: a ``random.Random`` to draw from when a probability is above 0. Default: a new
+            one (a seeded one makes decisions reproducible).
+        clock: a monotonic clock in seconds. Default ``time.monotonic``; the simulator passes
+            its virtual clock.
+        hooks: callables given a ``RetryEvent`` for what the throttle does (the transport
+            whose attempt it refused tells its own hooks too).
+
+    Every attempt counts, retries included. The counts are exact under threads and tasks;
+    the lock is held only for a few counter updates, never across a wait.
+    """
+
+    __slots__ = ("__weakref__", "_bucket", "_lock", "_origins", "_prune_at", "clock", "hooks",
+                 "hot", "k", "reject_statuses", "rng", "window")
+
+    def __init__(
+        self,
+        k: float = 2.0,
+        window: float = 120.0,
+        *,
+        reject_statuses: Iterable[int] = (429, 503),
+        rng: random.Random | None = None,
+        clock: Callable[[], float] | None = None,
+        hooks: Iterable[Callable[[RetryEvent], object]] | Callable[[RetryEvent], object]
+        | None = None,
+    ) -> None:
+        self.k = check_number("k", k, low=1.0)
+        self.window = check_seconds("window", window)
+        self.reject_statuses = _statuses(reject_statuses)
+        if rng is None:
+            rng = random.Random()
+        elif not isinstance(rng, random.Random):
+            raise ValueError(f"rng must be a random.Random or None, got {rng!r}")
+        self.rng = rng
+        self.clock: Callable[[], float] = check_callable("clock", clock) or time.monotonic
+        self.hooks = check_hooks(hooks)
+        self._bucket = self.window / _BUCKETS
+        self._origins: dict[str, _Origin] = {}
+        #: Origins whose counts could refuse an attempt (requests > k * accepts): while
+        #: none does, a transport sends first attempts without asking (read without the
+        #: lock; an attempt that races with an origin tipping over is judged by the next).
+        self.hot = 0
+        self._prune_at = _PRUNE_AT
+        self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"AdaptiveThrottle(k={self.k:g}, window={self.window:g}, "
+            f"reject_statuses={sorted(self.reject_statuses)})"
+        )
+
+    # -- what users ask ------------------------------------------------------------------
+
+    def probability(self, url_or_origin: object) -> float:
+        """The probability that an attempt to an origin would be refused now: a URL (str,
+        httpx or httpx2 URL) or an origin string, normalised as the transport does (default
+        ports spelt out). 0.0 for an origin with nothing in the window."""
+        requests, accepts = self.counts(url_or_origin)
+        return max(0.0, (requests - self.k * accepts) / (requests + 1))
+
+    def counts(self, url_or_origin: object) -> tuple[int, int]:
+        """``(requests, accepts)`` counted for an origin (spelt as for :meth:`probability`)
+        over the window now: the attempts refused and those whose outcome came back, and
+        those the service accepted."""
+        origin = normalise(url_or_origin)
+        now = self.clock()
+        with self._lock:
+            entry = self._origins.get(origin)
+            if entry is None:
+                return 0, 0
+            if now >= entry.until:
+                self._advance(entry, now)
+            return entry.requests, entry.accepts
+
+    def accepts_status(self, status: int) -> bool:
+        """Whether an answer with ``status`` counts as an accept (see :meth:`record`)."""
+        return status not in self.reject_statuses
+
+    # -- what the transports ask -----------------------------------------------------------
+
+    def decide(self, origin: str, forced: float | None = None) -> float | None:
+        """One attempt to ``origin`` (spelt as ``_http.origin`` spells it) that the transport
+        is about to send: ``None`` to let it go, else the probability it was refused with.
+
+        The probability comes from the counts before this attempt. A refused attempt is
+        counted as a request at once; one let through is counted when its outcome comes
+        back (:meth:`record`). Above 0, ``rng.random()`` is drawn once and the attempt is
+        refused when the draw is below it; at 0 nothing is drawn. ``forced`` (testing
+        mode), in [0, 1], is used instead of the computed probability: 0.0 never refuses,
+        1.0 always.
+        """
+        now = self.clock()
+        with self._lock:
+            entry = self._origins.get(origin)
+            if entry is None:
+                entry = self._new(origin, now)
+            elif now >= entry.until:
+                self._advance(entry, now)
+            requests = entry.requests
+            if forced is None:
+                excess = requests - self.k * entry.accepts
+                if excess <= 0:
+                    return None  # the usual case: the service accepts enough
+                chance = excess / (requests + 1)
+            elif forced > 0:
+                chance = forced
+            else:
+                return None
+            if self.rng.random() < chance:
+                entry.requests = requests + 1
+                self._mark(entry)
+                return chance
+            return None
+
+    def record(self, origin: str, accepted: bool) -> None:
+        """The outcome of an attempt :meth:`decide` let go: a request, and with
+        ``accepted`` (an answer whose status :meth:`accepts_status` accepts) an accept; a
+        status in ``reject_statuses`` or a transient transport error is a request alone."""
+        now = self.clock()
+        with self._lock:
+            entry = self._origins.get(origin)
+            if entry is None:  # its request left the window, and the origin was forgotten
+                entry = self._new(origin, now)
+            elif now >= entry.until:
+                self._advance(entry, now)
+            entry.requests += 1
+            if accepted:
+                entry.accepts += 1
+            self._mark(entry)
+
+    # -- inside the lock ----------------------------------------------------------------
+
+    def _new(self, origin: str, now: float) -> _Origin:
+        """A new origin's counts; first, now and then, forget the origins with nothing left
+        in the window, so that memory follows the origins active in the last window."""
+        if len(self._origins) >= self._prune_at:
+            self._prune(now)
+        index = int(now // self._bucket)
+        entry = self._origins[origin] = _Origin(index, (index + 1) * self._bucket)
+        return entry
+
+    def _prune(self, now: float) -> None:
+        """Drop the origins whose every count is out of the window (they would behave as
+        unknown ones)."""
+        current = int(now // self._bucket)
+        origins = self._origins
+        for origin, entry in list(origins.items()):
+            if current - entry.index > _BUCKETS:
+                if entry.over:
+                    self.hot -= 1
+                del origins[origin]
+        self._prune_at = max(_PRUNE_AT, 2 * len(origins))
+
+    def _advance(self, entry: _Origin, now: float) -> None:
+        """Start the bucket ``now`` falls in: the current one joins the ring, and the
+        buckets that left the window are taken off the totals."""
+        index = int(now // self._bucket)
+        gap = index - entry.index
+        if gap > _BUCKETS:  # even the current bucket is out: nothing is left
+            entry.requests = entry.accepts = entry.past_requests = entry.past_accepts = 0
+            ring = entry.ring
+            for slot in range(2 * _BUCKETS):
+                ring[slot] = 0
+        elif gap > 0:
+            ring = entry.ring
+            current_requests = entry.requests - entry.past_requests
+            current_accepts = entry.accepts - entry.past_accepts
+            # Each of the buckets entry.index .. index - 1 takes the slot of the bucket
+            # _BUCKETS before it, which has left the window.
+            for step in range(gap):
+                slot = (entry.index + step) % _BUCKETS
+                entry.requests -= ring[slot]
+                entry.accepts -= ring[_BUCKETS + slot]
+                if step:
+                    ring[slot] = ring[_BUCKETS + slot] = 0
+                else:
+                    ring[slot] = current_requests
+                    ring[_BUCKETS + slot] = current_accepts
+            # The new current bucket is empty: everything counted is in the ring.
+            entry.past_requests = entry.requests
+            entry.past_accepts = entry.accepts
+        if gap > 0:
+            entry.index = index
+        # A clock that went back stays in the current bucket; one where now // bucket
+        # rounds below the bucket's end asks again next time, harmlessly.
+        entry.until = (entry.index + 1) * self._bucket
+        self._mark(entry)
+
+    def _mark(self, entry: _Origin) -> None:
+        """Keep ``hot`` in step with ``entry``'s counts (under the lock)."""
+        over = entry.requests > self.k * entry.accepts
+        if over is not entry.over:
+            entry.over = over
+            self.hot += 1 if over else -1
+
+
+def _statuses(value: object) -> frozenset[int]:
+    """``reject_statuses``: an iterable of HTTP status codes (ints in 100..599)."""
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"reject_statuses must be status codes, got the string {value!r}")
+    if not isinstance(value, Iterable):
+        raise ValueError(f"reject_statuses must be an iterable of status codes, got {value!r}")
+    try:
+        statuses: frozenset[object] = frozenset(value)
+    except TypeError:  # unhashable items
+        raise ValueError(
+            f"reject_statuses must be an iterable of status codes, got {value!r}"
+        ) from None
+    for status in statuses:
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(
+                f"reject_statuses must hold status codes (integers in 100..599), got {status!r}"
+            )
+    return cast("frozenset[int]", statuses)

@@ -1,0 +1,82 @@
+"""Response bodies inside the retry loop: buffering a body to hand over, draining a
+discarded one so its connection can be reused, closing one even while cancelled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from .._call.core import DRAIN_MAX_SECONDS
+from .._leaves.flavour import Flavour, Response
+
+__all__ = ["abuffer", "aclose", "adrain", "buffer", "drain"]
+
+
+def buffer(response: Response, limit: int, flavour: Flavour) -> bool:
+    """Read the raw body into memory, up to ``limit`` bytes; True if it was all read.
+
+    A longer body stays a stream: what was read is put back in front of the rest.
+    """
+    stream = response.stream  # any iterable of bytes with close(), as the library's
+    if limit <= 0:
+        return False
+    head: list[bytes] = []
+    size = 0
+    chunks = iter(stream)
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            response.stream = flavour.sync_tail(head, chunks, stream)
+            return False
+    stream.close()
+    response.stream = flavour.byte_stream(b"".join(head))
+    return True
+
+
+async def abuffer(response: Response, limit: int, flavour: Flavour) -> bool:
+    """The async twin of :func:`_buffer`."""
+    stream = response.stream  # any async iterable of bytes with aclose()
+    if limit <= 0:
+        return False
+    head: list[bytes] = []
+    size = 0
+    chunks = aiter(stream)
+    async for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            response.stream = flavour.async_tail(head, chunks, stream)
+            return False
+    await stream.aclose()
+    response.stream = flavour.byte_stream(b"".join(head))
+    return True
+
+
+def drain(response: Response, clock: Callable[[], float]) -> None:
+    """Read a discarded response's small body so its connection can be reused, for at most
+    ``DRAIN_MAX_SECONDS``: a sync read cannot be interrupted, so the time is checked between
+    chunks (each chunk is bounded by the read timeout). Past it, the connection is dropped."""
+    end = clock() + DRAIN_MAX_SECONDS
+    for _ in response.iter_raw():
+        if clock() >= end:
+            return
+
+
+async def adrain(response: Response) -> None:
+    """The async twin of :func:`_drain`: the read itself is cut off at the time limit."""
+    with anyio.move_on_after(DRAIN_MAX_SECONDS):
+        async for _ in response.aiter_raw():
+            pass
+
+
+async def aclose(response: Response, flavour: Flavour) -> None:
+    """Close a response even while the task is being cancelled. A body already in memory
+    (a mock's, an ASGI app's) is closed without awaiting anything that could be
+    cancelled, so it needs no shield (a cancel scope costs as much as a short request)."""
+    if isinstance(response.stream, flavour.byte_stream):
+        await response.aclose()
+        return
+    with anyio.CancelScope(shield=True):
+        await response.aclose()

@@ -1,0 +1,44 @@
+"""The httpx flavour: ``RetryTransport`` and ``AsyncRetryTransport`` for ``httpx`` clients.
+
+The drivers are written once (``_io/drivers.py``); these classes bind them to httpx: they are
+``httpx.BaseTransport`` / ``httpx.AsyncBaseTransport`` subclasses, and classify httpx's own
+exceptions. ``retry_transport.httpx2`` binds the same drivers to httpx2.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import httpx
+
+from .._leaves.errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
+from .._leaves.flavour import Flavour
+from .drivers import AsyncRetry, SyncRetry
+
+__all__ = ["HTTPX", "AsyncRetryTransport", "RetryTransport"]
+
+#: What the core and the drivers need from httpx.
+HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError, DeadlineExceeded,
+                          ThrottledError)
+
+
+class RetryTransport(SyncRetry[httpx.BaseTransport], httpx.BaseTransport):
+    """An httpx transport that retries transient failures of the transport it wraps.
+
+    ``httpx.Client(transport=RetryTransport(...))``, or in ``mounts=``. Without an inner
+    transport it builds an ``httpx.HTTPTransport``. The arguments are documented on
+    ``__init__``: the policy's fields as keywords, a budget, cooldowns, hooks, and the
+    injected sleep, clocks and random source.
+    """
+
+    _flavour = HTTPX
+
+
+class AsyncRetryTransport(AsyncRetry[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
+    """The async twin of :class:`RetryTransport`, for ``httpx.AsyncClient``.
+
+    Runs on asyncio and trio alike. Without an inner transport it builds an
+    ``httpx.AsyncHTTPTransport``.
+    """
+
+    _flavour = HTTPX

@@ -1,0 +1,287 @@
+"""The one emitter: every log line the package writes about requests and breakers, and every
+call of a hook.
+
+The core, the guards and the breaker tell an :class:`Observer` what happened, as plain data
+(the request, numbers, names); it decides what is worth a line at which
+level, throttles repeated refusals, and hands a :class:`RetryEvent` to the hooks. A hook that
+raises is logged and never breaks a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import typing
+from collections.abc import Callable, Sequence
+from typing import Final, Literal
+
+from .._leaves.flavour import Request
+from .._leaves.fork import track
+from .._leaves.models import RetryEvent, RetryInfo, StopReason
+from .._wire.http import origin as origin_of, redact_url
+
+__all__ = ["REFUSAL_LOG_INTERVAL", "RetryHook", "Observer", "emit", "logger"]
+
+logger: Final = logging.getLogger("retry_transport")
+# A library leaves output to the application: without logging configured, say nothing.
+logger.addHandler(logging.NullHandler())
+
+#: A hook: a plain function given each :class:`RetryEvent`. (``typing.Callable``, whose
+#: alias can say that it lives in ``retry_transport``.)
+RetryHook = typing.Callable[[RetryEvent], object]
+
+#: Seconds between two WARNING lines for the same stop reason and origin, when requests are
+#: refused a retry (budget exhausted, unsafe method, ...): the lines in between are counted.
+REFUSAL_LOG_INTERVAL: Final = 10.0
+#: Pairs the refusal table holds before it first forgets the stale ones; after, twice what
+#: remained.
+_PRUNE_AT: Final = 1024
+
+#: (origin, value) pairs of malformed ``Retry-After`` values already logged: cleared when
+#: this many are held, so the memory stays bounded whatever the servers send.
+_IGNORED_MAX: Final = 1024
+
+_SUCCESS: Final = StopReason.SUCCESS
+_DISABLED: Final = StopReason.DISABLED
+_CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
+_THROTTLED: Final = StopReason.THROTTLED
+_CLOSED: Final = StopReason.CLOSED
+
+
+def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
+    """Give ``event`` to each hook; one that raises is logged and the others still run."""
+    for hook in hooks:
+        try:
+            hook(event)
+        except Exception:
+            logger.warning("Retry hook %r raised on %s event", hook, event.kind, exc_info=True)
+
+
+def display(signal: str) -> str:
+    """A signal's header name as logs spell it."""
+    return "Retry-After" if signal == "retry-after" else signal
+
+
+class Observer:
+    """What one transport says about its requests: log lines and events for its hooks."""
+
+    def __init__(self, hooks: tuple[RetryHook, ...], clock: Callable[[], float]) -> None:
+        self.hooks = hooks
+        self._clock = clock
+        self._lock = threading.Lock()
+        track(self)  # a forked child gets a new lock
+        # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
+        self._refusals: dict[tuple[StopReason, str], list[float]] = {}
+        self._prune_at = _PRUNE_AT
+        self._ignored: set[tuple[str, str]] = set()
+
+    def ignored_retry_after(self, origin: str, value: str) -> None:
+        """A malformed ``Retry-After`` was ignored (the backoff applies): one DEBUG line per
+        origin and value."""
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        key = (origin, value[:200])
+        with self._lock:
+            if key in self._ignored:
+                return
+            if len(self._ignored) >= _IGNORED_MAX:
+                self._ignored.clear()
+            self._ignored.add(key)
+        logger.debug("Ignoring a malformed Retry-After from %s: %r (the backoff applies)",
+                     origin, key[1])
+
+    def _renew_locks(self) -> None:
+        self._lock = threading.Lock()
+
+    def retry(self, request: Request, attempt: int, of: int, wait: float,
+              status: int | None, error: str | None, signal: str | None) -> None:
+        """Attempt ``attempt`` (of at most ``of``) failed; the next one follows in ``wait``."""
+        if not self.hooks and not logger.isEnabledFor(logging.INFO):
+            return  # nothing to say, and no one to tell
+        self._tell("retry", request, attempt, wait, status, error, signal,
+                   "Retrying %s %s after %s (attempt %d of %d) in %.3f s",
+                   status or error, attempt, of, wait)
+
+    def cooldown(self, request: Request, origin: str, wait: float, signal: str) -> None:
+        """A request waits ``wait`` seconds before its first attempt: ``origin`` cools down."""
+        self._tell("cooldown", request, 0, wait, None, None, signal,
+                   "Holding %s %s for %.3f s: %s asked for quiet (%s)",
+                   wait, origin, display(signal))
+
+    def hedge(self, request: Request, attempt: int, delay: float) -> None:
+        """Attempt ``attempt`` goes while an earlier one is in flight (``delay``: the hedging
+        delay in seconds): a DEBUG line and a ``hedge`` event."""
+        log = logger.isEnabledFor(logging.DEBUG)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        if log:
+            logger.debug("Hedging %s %s: attempt %d sent while an earlier one is in flight "
+                         "(delay %.3f s)", method, url, attempt, delay)
+        if self.hooks:
+            emit(RetryEvent("hedge", method, url, attempt, delay, None, None, None), self.hooks)
+
+    def throttled(self, request: Request, attempt: int, extra: Sequence[RetryHook]) -> None:
+        """Attempt ``attempt`` was refused by the origin's throttle: a ``throttled`` event
+        for the transport's hooks and the throttle's own (``extra``). Its log line is the
+        give-up's (one WARNING per origin, then a summary per interval), or none for a
+        hedge that was not sent."""
+        if not self.hooks and not extra:
+            return
+        event = RetryEvent("throttled", request.method, redact_url(request.url), attempt, 0.0,
+                           None, None, _THROTTLED)
+        if self.hooks:
+            emit(event, self.hooks)
+        if extra:
+            emit(event, extra)
+
+    def _tell(self, kind: Literal["retry", "cooldown"], request: Request, attempt: int,
+              wait: float, status: int | None, error: str | None, signal: str | None,
+              message: str, *details: object) -> None:
+        """An INFO line (the method and the redacted URL, then ``details``) and an event."""
+        log = logger.isEnabledFor(logging.INFO)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        if log:
+            logger.info(message, method, url, *details)
+        if self.hooks:
+            emit(RetryEvent(kind, method, url, attempt, wait, status, error, None, signal),
+                 self.hooks)
+
+    def finish(self, request: Request, info: RetryInfo, gave_up: bool,
+               detail: str | None = None) -> None:
+        """A request ended after retries, or unsuccessfully instead of one (``gave_up``);
+        ``detail``: why a rule stopped it (the refused wait and its limit), for the line."""
+        reason = info.stop_reason
+        method = request.method
+        if reason is _SUCCESS:
+            if logger.isEnabledFor(logging.INFO):
+                url = redact_url(request.url)
+                logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
+            return
+        last = info.history[-1] if info.history else None
+        outcome: object = (last.status or last.error) if last is not None else "no attempt"
+        why = reason.value if detail is None else f"{reason.value}: {detail}"
+        if reason is _THROTTLED:
+            level = logging.WARNING  # the throttle sheds load: never a line per refusal
+        elif reason is _CLOSED:
+            level = logging.INFO  # the application closed the transport: no failure
+        elif info.retries > 0:
+            level = logging.ERROR
+        elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):
+            level = logging.DEBUG  # refused by an open breaker: its transition was logged
+        else:
+            level = logging.WARNING
+        log = logger.isEnabledFor(level)
+        if not log and not self.hooks:
+            return
+        url = redact_url(request.url)
+        if log:
+            if level == logging.WARNING:
+                self._refusal(method, url, origin_of(request.url), reason, info.attempts,
+                              outcome, why)
+            else:
+                logger.log(
+                    level,
+                    "Giving up on %s %s after %d attempt(s): %s (%s)",
+                    method, url, info.attempts, outcome, why,
+                )
+        if gave_up and self.hooks:
+            emit(RetryEvent(
+                "give_up", method, url, info.attempts, 0.0,
+                last.status if last else None, last.error if last else None, reason,
+                refused_wait=last.refused_wait if last else None,
+            ), self.hooks)
+
+    def breaker(self, kinds: Sequence[str], request: Request, origin: str, attempt: int,
+                opened_for: float, status: int | None, error: str | None,
+                breaker_hooks: tuple[RetryHook, ...]) -> None:
+        """One line and one event per transition of ``origin``'s breaker, to this
+        transport's hooks and the breaker's own (never one per refused request)."""
+        method, url = request.method, redact_url(request.url)
+        for kind in kinds:
+            wait = opened_for if kind == "breaker_open" else 0.0
+            if kind == "breaker_open":
+                logger.warning(
+                    "Circuit breaker opened for %s after %s: no request is sent for %.3f s",
+                    origin, status or error or "failures", wait,
+                )
+            elif kind == "breaker_close":
+                logger.info("Circuit breaker closed for %s: it answered a probe", origin)
+            else:
+                logger.info("Circuit breaker half-open for %s: sending a probe", origin)
+            event = RetryEvent(kind, method, url, attempt, wait, status, error, None)  # type: ignore[arg-type]
+            emit(event, self.hooks + breaker_hooks)
+
+    def _refusal(self, method: str, url: str, origin: str, reason: StopReason, attempts: int,
+                 outcome: object, why: str) -> None:
+        """A retryable failure refused without a retry: the first per stop reason and origin
+        is logged, then at most one line per ``REFUSAL_LOG_INTERVAL`` seconds with the count
+        since the last line (an outage would otherwise log one WARNING per request)."""
+        key = (reason, origin)
+        now = self._clock()
+        summaries: list[tuple[tuple[StopReason, str], list[float]]] = []
+        with self._lock:
+            entry = self._refusals.get(key)
+            count, since = 0, 0.0
+            if entry is None:
+                if len(self._refusals) >= self._prune_at:
+                    summaries = self._prune(now)
+                self._refusals[key] = [now, 0]
+            else:
+                entry[1] += 1
+                if now - entry[0] < REFUSAL_LOG_INTERVAL:
+                    return
+                count, since = int(entry[1]), now - entry[0]
+                entry[0], entry[1] = now, 0
+        for (old_reason, old_origin), (at, old_count) in summaries:
+            _more(int(old_count), old_origin, now - at, old_reason)
+        if count == 0:
+            logger.warning(
+                "Giving up on %s %s after %d attempt(s): %s (%s)",
+                method, url, attempts, outcome, why,
+            )
+        else:
+            _more(count, origin, since, reason)
+
+    def _prune(self, now: float) -> list[tuple[tuple[StopReason, str], list[float]]]:
+        """Forget the (reason, origin) pairs whose last line is older than the interval
+        (under the lock), so the table follows the origins refused lately; returns those
+        that still had refusals to report, for one line each now."""
+        table = self._refusals
+        reported = []
+        for key, entry in list(table.items()):
+            if now - entry[0] >= REFUSAL_LOG_INTERVAL:
+                del table[key]
+                if entry[1]:
+                    reported.append((key, entry))
+        self._prune_at = max(_PRUNE_AT, 2 * len(table))
+        return reported
+
+
+def _more(count: int, origin: str, since: float, reason: StopReason) -> None:
+    logger.warning(
+        "Gave up on %d more request(s) to %s without a retry in the last %.0f s (%s)",
+        count, origin, since, reason.value,
+    )
+
+
+def learned(kind: str, origin: str, remaining: float, break_for: float,
+            hooks: tuple[RetryHook, ...]) -> None:
+    """A breaker learned a transition of ``origin`` from its store: an INFO line, and a
+    ``learned`` event for the breaker's hooks."""
+    if kind == "open":
+        logger.info(
+            "Circuit breaker opened for %s by another member of its store: no request "
+            "is sent for %.3f s", origin, remaining,
+        )
+    else:
+        logger.info(
+            "Circuit breaker closed for %s by another member of its store: it answered "
+            "a probe", origin,
+        )
+    emit(RetryEvent(
+        "breaker_open" if kind == "open" else "breaker_close", "", origin, 0,
+        break_for if kind == "open" else 0.0, None, None, None, learned=True,
+    ), hooks)

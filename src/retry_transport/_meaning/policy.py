@@ -1,0 +1,311 @@
+"""The retry policy: a frozen, validated description of what to retry and how long to wait."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import random
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, get_args
+
+from .._leaves.validate import HTTP_FIELDS, check_flag, check_seconds
+
+__all__ = [
+    "DEFAULT_RETRY_METHODS",
+    "DEFAULT_RETRY_STATUSES",
+    "Jitter",
+    "RetryPolicy",
+    "compute_backoff",
+]
+
+Jitter = Literal["full", "equal", "decorrelated", "none"]
+_JITTERS: Final = frozenset(get_args(Jitter))
+
+#: Statuses a retry may fix: 408 Request Timeout, 429 Too Many Requests, 502 Bad Gateway,
+#: 503 Service Unavailable, 504 Gateway Timeout.
+DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
+#: The idempotent methods of RFC 9110 section 9.2.2.
+DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+
+# RFC 9110 section 5.6.2: token = 1*tchar.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def _number(name: str, value: object) -> float:
+    return check_seconds(name, value, zero=True)
+
+
+def _idempotency_header(header: object) -> str | None:
+    """A header name of its own, or ``None``: never one HTTP defines (``HTTP_FIELDS``)."""
+    if header is None:
+        return None
+    if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+        raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
+    role = HTTP_FIELDS.get(header.lower())
+    if role is not None:
+        raise ValueError(
+            f"idempotency_header must not be {header!r}, {role}: requests carry it for "
+            "reasons of their own, and every one that did would count as keyed and be "
+            "retried; name a header of its own, such as 'Idempotency-Key'"
+        )
+    return header
+
+
+#: The lowest and highest status ``retry_statuses`` may hold: a retry may fix a client or a
+#: server error, never a success, a redirect or an informational response.
+_MIN_RETRY_STATUS: Final = 400
+_MAX_RETRY_STATUS: Final = 599
+
+
+# init=False: the constructor below is written out so that it can take any iterable for the
+# two collections (its types say so) while the attributes are, and are typed as, frozensets.
+# dataclasses.fields(), dataclasses.replace(), __eq__, __hash__ and __repr__ work as usual.
+@dataclass(frozen=True, slots=True, init=False)
+class RetryPolicy:
+    """What to retry, how often, and how long to wait. All times are in seconds.
+
+    Every field can also be given as a keyword to the transports, and per request through
+    ``extensions={"retry": {...}}``. Invalid values raise ``ValueError`` naming the field.
+
+    Attributes:
+        max_attempts: attempts in total, the first one included. Default 3.
+        retry_statuses: response statuses worth a retry, each in 400..599 (a success, a
+            redirect or an informational response is never retried). Given as any iterable
+            (a set, a list...), kept as a frozenset. Default 408, 429, 502, 503, 504.
+        retry_methods: methods retried without an idempotency key. Given as any iterable of
+            method names, kept upper-cased as a frozenset. Default: RFC 9110's idempotent
+            methods GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+        idempotency_header: a request with any other method is retried only when it carries
+            this header with a non-empty value. Default ``"Idempotency-Key"``; ``None`` turns
+            the opt-in off. A header HTTP itself defines is refused, since requests carry
+            it for reasons of their own: framing, routing, credentials, representation
+            metadata, negotiation, request context, caching and conditions
+            (``Content-Type``, ``Authorization``, ``Accept``, ``User-Agent``...; the list,
+            from RFC 9110, 9111 and 9112: ``retry_transport._leaves.validate.HTTP_FIELDS``).
+        base_delay: the first backoff step, seconds. Default 0.1.
+        max_delay: the largest backoff, seconds, at least ``base_delay`` (a smaller one
+            raises ``ValueError`` naming both). Default 20.0.
+        jitter: ``"full"`` (default): ``uniform(0, min(max_delay, base_delay * 2**n))``;
+            ``"equal"``: half of that fixed plus half random; ``"decorrelated"``:
+            ``min(max_delay, uniform(base_delay, 3 * previous))``; ``"none"``: no randomness.
+            ``n`` counts the retries made so far.
+        respect_retry_after: wait at least what a ``Retry-After`` header asks. Default True.
+        max_retry_after: the longest ``Retry-After`` honoured, seconds; a longer one stops at
+            once and returns the response. Default 60.0.
+        deadline: seconds for the whole operation, waits and retries included, > 0;
+            ``None`` (default) for no deadline. A deadline bounds the operation; it does not
+            extend it: ``max_attempts`` and the retry budget still apply, so a request may
+            stop (``max_attempts``, ``budget_exhausted``) long before its deadline. A wait
+            that would end past the deadline is not slept: the request stops at once with
+            ``deadline`` (the refused wait is ``Attempt.refused_wait``), however much time is
+            left. To keep trying until the deadline, raise ``max_attempts`` (such as
+            ``max_attempts=100``) and give the transport a budget that can pay for it (a
+            larger ``RetryBudget``, or ``budget=None``).
+        retry_body_errors: read the response body inside the retry loop, so that an error
+            while reading it (a connection dropped mid-body) is retried like any transient
+            failure. Default False: responses stream as usual.
+        max_body_buffer: with ``retry_body_errors``, the most bytes read inside the loop; a
+            larger body is handed over as a stream, unretried
+            (``RetryInfo.body_buffered`` is False). Default 10 MiB.
+        should_retry_header: the header in which a server gives its verdict on a retry
+            (``true`` / ``false``, any case; read on responses with status >= 400):
+            ``false`` stops a retryable outcome (``server_declined``), ``true`` makes any
+            status >= 400 retryable for requests the other rules allow. Default
+            ``"x-should-retry"``; ``None`` ignores it.
+        trust_should_retry: let ``should_retry_header: true`` stand in for an idempotency
+            key: the server asserts the request had no effect, so an unsafe request without
+            a key may be retried. Default False.
+        respect_rate_limits: read rate-limit headers (``RateLimit``, ``X-RateLimit-*``,
+            OpenAI's and Anthropic's families): when a response says the quota is exhausted,
+            the origin cools down until it resets. Default True.
+    """
+
+    # The defaults are repeated in __init__ (a test checks that they agree), so that
+    # dataclasses.fields() reports them as before.
+    max_attempts: int = 3
+    retry_statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
+    retry_methods: frozenset[str] = DEFAULT_RETRY_METHODS
+    idempotency_header: str | None = "Idempotency-Key"
+    base_delay: float = 0.1
+    max_delay: float = 20.0
+    jitter: Jitter = "full"
+    respect_retry_after: bool = True
+    max_retry_after: float = 60.0
+    deadline: float | None = None
+    retry_body_errors: bool = False
+    max_body_buffer: int = 10 * 1024 * 1024
+    should_retry_header: str | None = "x-should-retry"
+    trust_should_retry: bool = False
+    respect_rate_limits: bool = True
+
+    def __init__(
+        self,
+        max_attempts: int = 3,
+        retry_statuses: Iterable[int] = DEFAULT_RETRY_STATUSES,
+        retry_methods: Iterable[str] = DEFAULT_RETRY_METHODS,
+        idempotency_header: str | None = "Idempotency-Key",
+        base_delay: float = 0.1,
+        max_delay: float = 20.0,
+        jitter: Jitter = "full",
+        respect_retry_after: bool = True,
+        max_retry_after: float = 60.0,
+        deadline: float | None = None,
+        retry_body_errors: bool = False,
+        max_body_buffer: int = 10 * 1024 * 1024,
+        should_retry_header: str | None = "x-should-retry",
+        trust_should_retry: bool = False,
+        respect_rate_limits: bool = True,
+    ) -> None:
+        """Validate the fields (see the class docstring); the collections become frozensets."""
+        set_ = object.__setattr__  # the dataclass is frozen
+        if (
+            isinstance(max_attempts, bool)
+            or not isinstance(max_attempts, int)
+            or max_attempts < 1
+        ):
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        set_(self, "max_attempts", max_attempts)
+        set_(self, "retry_statuses", _statuses(retry_statuses))
+        set_(self, "retry_methods", _methods(retry_methods))
+        set_(self, "idempotency_header", _idempotency_header(idempotency_header))
+        set_(self, "base_delay", _number("base_delay", base_delay))
+        set_(self, "max_delay", _number("max_delay", max_delay))
+        if self.base_delay > self.max_delay:
+            raise ValueError(
+                f"base_delay ({base_delay!r}) must not be greater than max_delay "
+                f"({max_delay!r}): the first backoff step is capped by the largest; raise "
+                "max_delay too"
+            )
+        if not isinstance(jitter, str) or jitter not in _JITTERS:
+            raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {jitter!r}")
+        set_(self, "jitter", jitter)
+        for name, flag in (("respect_retry_after", respect_retry_after),
+                           ("retry_body_errors", retry_body_errors),
+                           ("trust_should_retry", trust_should_retry),
+                           ("respect_rate_limits", respect_rate_limits)):
+            set_(self, name, check_flag(name, flag))
+        set_(self, "max_retry_after", _number("max_retry_after", max_retry_after))
+        set_(self, "deadline", None if deadline is None
+             else check_seconds("deadline", deadline, or_none=True))
+        buffer = max_body_buffer
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
+            raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")
+        set_(self, "max_body_buffer", buffer)
+        verdict = should_retry_header
+        if verdict is not None and (not isinstance(verdict, str) or not _TOKEN.fullmatch(verdict)):
+            raise ValueError(
+                f"should_retry_header must be a header name or None, got {verdict!r}"
+            )
+        set_(self, "should_retry_header", verdict)
+
+    def replace(self, **changes: Any) -> RetryPolicy:
+        """Return a copy with some fields changed; an unknown field raises ``ValueError``."""
+        unknown = sorted(set(changes) - FIELDS)
+        if unknown:
+            raise ValueError(
+                f"unknown retry policy field(s): {', '.join(unknown)}"
+                f"{did_you_mean(unknown, FIELDS)}; known fields: {', '.join(sorted(FIELDS))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def with_override(self, override: object) -> RetryPolicy:
+        """Apply a per-request override: a ``RetryPolicy`` or a mapping of fields."""
+        if isinstance(override, RetryPolicy):
+            return override
+        if isinstance(override, Mapping):
+            if not all(isinstance(key, str) for key in override):
+                raise ValueError(f"retry override keys must be field names, got {override!r}")
+            return self.replace(**override)
+        raise ValueError(
+            "extensions['retry'] must be a RetryPolicy, a mapping of policy fields, "
+            f"True or False, got {override!r}"
+        )
+
+
+def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name nearest to one of ``names``, as Python
+    says for a misspelt attribute; ``""`` when none is near."""
+    candidates = sorted(known)
+    for name in names:
+        close = difflib.get_close_matches(name, candidates, n=1)
+        if close:
+            return f" (did you mean {close[0]!r}?)"
+    return ""
+
+
+#: The public field names of :class:`RetryPolicy`.
+FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RetryPolicy) if f.init)
+
+
+def _statuses(value: Iterable[int]) -> frozenset[int]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"retry_statuses must be a set of status codes, got {value!r}")
+    items = list(value)
+    for status in items:
+        if (
+            isinstance(status, bool)
+            or not isinstance(status, int)
+            or not _MIN_RETRY_STATUS <= status <= _MAX_RETRY_STATUS
+        ):
+            raise ValueError(
+                f"retry_statuses must hold integers in {_MIN_RETRY_STATUS}..{_MAX_RETRY_STATUS}"
+                f" (only an error status is worth a retry), got {status!r}"
+            )
+    return frozenset(items)
+
+
+def _methods(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"retry_methods must be a set of method names, got {value!r}")
+    result = set()
+    for method in value:
+        if not isinstance(method, str) or not _TOKEN.fullmatch(method):
+            raise ValueError(f"retry_methods must hold method tokens, got {method!r}")
+        result.add(method.upper())
+    return frozenset(result)
+
+
+def _exponential(base: float, cap: float, n: int) -> float:
+    """``min(cap, base * 2**n)``, safe for any ``n``."""
+    if base <= 0:
+        return 0.0
+    if n >= 1100:  # 2.0**1100 overflows a float whatever the base
+        return cap
+    try:
+        return min(cap, math.ldexp(base, n))
+    except OverflowError:
+        return cap
+
+
+def compute_backoff(
+    policy: RetryPolicy, retries: int, previous: float, rng: random.Random
+) -> float:
+    """Seconds to wait before retry number ``retries + 1``, following ``policy.jitter``.
+
+    ``retries`` is the number of retries made so far (0 before the first retry) and
+    ``previous`` the last backoff (``policy.base_delay`` before the first retry; only
+    decorrelated jitter uses it). The result is finite, ``>= 0`` and at most
+    ``max(policy.max_delay, 0)``.
+    """
+    jitter = policy.jitter
+    cap = policy.max_delay
+    if jitter == "decorrelated":
+        low = policy.base_delay
+        high = max(low, 3.0 * previous)
+        return min(cap, rng.uniform(low, high))
+    base = policy.base_delay
+    if base <= 0.0:
+        ceiling = 0.0
+    elif retries < 64:  # the usual case, without a call: a power of two multiplies exactly,
+        ceiling = min(cap, base * (1 << retries))  # so this is what _exponential gives
+    else:
+        ceiling = _exponential(base, cap, retries)
+    if jitter == "full":
+        return rng.uniform(0.0, ceiling)
+    if jitter == "equal":
+        half = ceiling / 2.0
+        return half + rng.uniform(0.0, half)
+    return ceiling

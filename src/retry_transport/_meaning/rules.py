@@ -1,0 +1,306 @@
+"""The decision, stated once: what an outcome means, and when a request stops.
+
+Rules of the decision, in the order they are checked (first match wins); :data:`RULES` holds
+them as data, and the docs that list them are tested against it:
+
+1. The outcome is not retryable: a status outside ``retry_statuses`` (``success`` below
+   400, else ``not_retryable``) unless the server says ``x-should-retry: true``; a
+   retryable status the server declines with ``x-should-retry: false``
+   (``server_declined``); or an error that a retry cannot fix (``not_retryable``).
+2. The request may not be retried: disabled per request (``disabled``); a method outside
+   ``retry_methods`` without an idempotency key (``unsafe_method``; with
+   ``trust_should_retry``, the server's ``x-should-retry: true`` stands in for the key); a
+   body that cannot be sent again (``body_not_replayable``). Failures that prove the server
+   never received the request (connect errors and timeouts, pool timeouts) skip the method
+   and body checks: nothing was sent, so nothing can be duplicated and the body was not
+   consumed.
+3. ``max_attempts`` is reached.
+4. The wait is too long: the server's time (``retry-after-ms``, else ``Retry-After``, else
+   the reset of an exhausted rate-limit quota) above ``max_retry_after``
+   (``retry_after_too_long``), or a wait ending past the deadline (``deadline``).
+5. A guard vetoes the retry, in the order of its stop reason: the origin's circuit breaker
+   is open (``circuit_open``); the origin's adaptive throttle refuses it (``throttled``);
+   the retry budget cannot pay for the retry (``budget_exhausted``), asked last so that no
+   tokens are spent on a retry another rule stops.
+6. The transport was closed since the request began (``closed``): no attempt of it starts
+   after a close, checked before each attempt is sent.
+
+Before an attempt, the guards may also refuse it outright (an open breaker raises
+``CircuitOpenError``; a cooldown longer than the request may wait raises ``CooldownError``
+with ``retry_after_too_long`` or ``deadline``). Sans-I/O: nothing here sends, sleeps, or
+reads a clock of its own; the wall clock is passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Final, NamedTuple
+
+from .._leaves.flavour import Flavour, Response
+from .._leaves.models import StopReason
+from .._wire.http import (
+    PLAIN,
+    TIMING_HEADERS,
+    encoded,
+    header,
+    items,
+    permanent,
+    plain_name,
+    replayable,
+    scan,
+)
+from .._wire.retry_after import parse_retry_after
+from .._wire.signals import exhausted_quota, parse_retry_after_ms, parse_should_retry
+from .policy import RetryPolicy
+
+__all__ = [
+    "COOLDOWN_STATUSES",
+    "ORDER",
+    "RULES",
+    "Outcome",
+    "Rule",
+    "classify_error",
+    "classify_response",
+    "final_at_once",
+    "may_retry",
+]
+
+
+class Rule(NamedTuple):
+    """One rule: its group in the list above, the stop reason it gives, and when."""
+
+    group: int
+    reason: StopReason
+    when: str
+
+
+#: Every stop reason, in the order the decision checks them.
+RULES: Final = (
+    Rule(1, StopReason.SUCCESS, "a final status below 400"),
+    Rule(1, StopReason.NOT_RETRYABLE, "a status or an error a retry cannot fix"),
+    Rule(1, StopReason.SERVER_DECLINED, "the server declines a retry (x-should-retry: false)"),
+    Rule(2, StopReason.DISABLED, "retries are off for this request"),
+    Rule(2, StopReason.UNSAFE_METHOD, "a method outside retry_methods without a key"),
+    Rule(2, StopReason.BODY_NOT_REPLAYABLE, "a body that cannot be sent again"),
+    Rule(3, StopReason.MAX_ATTEMPTS, "max_attempts reached"),
+    Rule(4, StopReason.RETRY_AFTER_TOO_LONG, "the server's time is over max_retry_after"),
+    Rule(4, StopReason.DEADLINE, "the wait would end past the deadline"),
+    Rule(5, StopReason.CIRCUIT_OPEN, "the origin's circuit breaker is open"),
+    Rule(5, StopReason.THROTTLED, "the origin's adaptive throttle refuses the attempt"),
+    Rule(5, StopReason.BUDGET_EXHAUSTED, "the retry budget cannot pay for the retry"),
+    Rule(6, StopReason.CLOSED, "the transport was closed before the attempt could start"),
+)
+ORDER: Final = tuple(rule.reason for rule in RULES)
+
+#: Statuses whose ``Retry-After`` starts a cooldown for the whole origin.
+COOLDOWN_STATUSES: Final = frozenset({429, 503})
+
+# Enum attribute look-ups are slow (Python 3.11): the decisions use module constants.
+SUCCESS: Final = StopReason.SUCCESS
+NOT_RETRYABLE: Final = StopReason.NOT_RETRYABLE
+SERVER_DECLINED: Final = StopReason.SERVER_DECLINED
+DISABLED: Final = StopReason.DISABLED
+UNSAFE_METHOD: Final = StopReason.UNSAFE_METHOD
+BODY_NOT_REPLAYABLE: Final = StopReason.BODY_NOT_REPLAYABLE
+MAX_ATTEMPTS: Final = StopReason.MAX_ATTEMPTS
+RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
+DEADLINE: Final = StopReason.DEADLINE
+
+
+class Outcome:
+    """What one attempt came to, as the guards and the decision see it.
+
+    Attributes:
+        status: the response's status, or ``None`` for an error.
+        error: the error's class name, or ``None`` for a response.
+        failure: whether the attempt says the dependency is unhealthy: a transient error,
+            or a status in ``retry_statuses`` or >= 500; ``None``: no verdict (an error a
+            retry cannot fix says nothing of the server).
+        success: a final status below 400 (nothing follows it).
+        timeout: the error was a timeout (a retry after one costs the budget more).
+        never_sent: the error proves the request never reached the server.
+        stop: the stop reason when the outcome itself ends the request (rule 1); ``None``
+            when a retry could fix it (the request's own rules are asked next).
+        floor: the server's time in seconds (the least wait before a retry), or ``None``
+            (always for an outcome that is neither retryable nor declined).
+        signal: the header that gave the server's time, or ``None``.
+        quiet: seconds the origin asks every client to keep quiet, or ``None``.
+        trusted: the server's ``x-should-retry: true`` stands in for an idempotency key.
+        ignored: a ``Retry-After`` value that was malformed and ignored (for a DEBUG line),
+            or ``None``.
+    """
+
+    __slots__ = ("error", "failure", "floor", "ignored", "never_sent", "quiet", "signal",
+                 "status", "stop", "success", "timeout", "trusted")
+
+    def __init__(self, status: int | None, error: str | None, failure: bool | None, *,
+                 stop: StopReason | None = None, timeout: bool = False,
+                 never_sent: bool = False, floor: float | None = None,
+                 signal: str | None = None, quiet: float | None = None,
+                 trusted: bool = False) -> None:
+        self.status = status
+        self.error = error
+        self.failure = failure
+        self.success = stop is SUCCESS
+        self.stop = stop
+        self.timeout = timeout
+        self.never_sent = never_sent
+        self.floor = floor
+        self.signal = signal
+        self.quiet = quiet
+        self.trusted = trusted
+        self.ignored: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<Outcome {self.status or self.error} stop={self.stop} floor={self.floor}>"
+
+
+def final(status: int) -> Outcome:
+    """The outcome of a status outside ``retry_statuses`` that carries no signal."""
+    return Outcome(status, None, status >= 500,
+                   stop=SUCCESS if status < 400 else NOT_RETRYABLE)
+
+
+#: The outcomes of responses that carry no signal, by (status, retryable): they depend on
+#: nothing else, and no one writes to an Outcome, so one serves them all. Bounded by the
+#: statuses there are (100 to 999), twice.
+_BARE: dict[tuple[int, bool], Outcome] = {}
+
+
+def _bare(status: int, retryable: bool) -> Outcome:
+    outcome = _BARE.get((status, retryable))
+    if outcome is None:
+        if retryable:
+            outcome = Outcome(status, None, True)
+        else:
+            outcome = final(status)
+        _BARE[(status, retryable)] = outcome
+    return outcome
+
+
+def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: bool) -> bool:
+    """Whether a first attempt's response is final without a closer look (the quick path):
+    a status outside ``retry_statuses``, and no header that could change that (the server's
+    verdict; with ``pacing``, an exhausted rate-limit quota). Reads header names only."""
+    if status in policy.retry_statuses:
+        return False
+    verdict = policy.should_retry_header if status >= 400 else None
+    if verdict is None and not pacing:
+        return True
+    # One pass over the header names, each looked up among those known to carry no signal.
+    name = None if verdict is None else encoded(verdict)
+    plain = PLAIN
+    names = getattr(response.headers, "_list", None)  # what items() reads, unless odd
+    for _, key, _ in names if type(names) is list else items(response):
+        if key in plain:  # the usual case: a name known to carry no signal
+            if name is not None and key == name:
+                return False
+        elif key == name or (not plain_name(key) and key not in TIMING_HEADERS):
+            return False
+    return True
+
+
+def classify_response(response: Response, status: int, policy: RetryPolicy,
+                      wallclock: Callable[[], float], cooling: bool) -> Outcome:
+    """What a response means: retryable or final, the server's time, the origin's quiet.
+
+    Precedence: ``retry-after-ms`` over ``Retry-After`` over an exhausted rate-limit
+    quota's reset, for the floor of the wait and for the origin's cooldown (``cooling``:
+    the transport keeps cooldowns); the server's verdict (``x-should-retry``) decides
+    whether the outcome is retryable at all.
+    """
+    verdict_name = policy.should_retry_header if status >= 400 else None
+    found = scan(response, verdict_name)
+    retryable = status in policy.retry_statuses
+    if found is None and 100 <= status <= 999:
+        return _bare(status, retryable)  # no signal: the status says it all
+    signals = found or {}
+    verdict = None
+    if verdict_name is not None:
+        value = signals.get(verdict_name.lower())
+        verdict = None if value is None else parse_should_retry(value)
+    floor: float | None = None
+    signal: str | None = None
+    quiet: float | None = None
+    ignored: str | None = None
+    if policy.respect_retry_after:
+        value = signals.get("retry-after-ms")
+        if value is not None:
+            floor = parse_retry_after_ms(value)
+            signal = None if floor is None else "retry-after-ms"
+        value = signals.get("retry-after")
+        if floor is None and value is not None:
+            date = None if value.strip(" \t").isdigit() else header(response, b"date")
+            floor = parse_retry_after(value, now=wallclock(), date=date)
+            signal = None if floor is None else "retry-after"
+            if floor is None:
+                ignored = value
+    if floor is not None:
+        if cooling and status in COOLDOWN_STATUSES and floor <= policy.max_retry_after:
+            quiet = floor
+    elif policy.respect_rate_limits and signals:
+        quota = _quota(signals, response, wallclock())
+        if quota is not None and quota[0] > 0.0:
+            floor, signal = quota
+            if cooling and floor <= policy.max_retry_after:
+                quiet = floor
+    failure = retryable or status >= 500
+    if verdict is True and not retryable:
+        retryable = True
+    elif verdict is False and retryable:
+        return Outcome(status, None, failure, stop=SERVER_DECLINED,
+                       floor=floor, signal=signal, quiet=quiet)
+    if not retryable:
+        stop = SUCCESS if status < 400 else NOT_RETRYABLE
+        return Outcome(status, None, failure, stop=stop, quiet=quiet,
+                       signal=signal)
+    outcome = Outcome(status, None, failure, floor=floor, signal=signal,
+                      quiet=quiet, trusted=verdict is True and policy.trust_should_retry)
+    outcome.ignored = ignored
+    return outcome
+
+
+def _quota(signals: Mapping[str, str], response: Response, now: float
+           ) -> tuple[float, str] | None:
+    """Seconds until an exhausted rate-limit quota resets, and the header that says so."""
+    limits = {key: value for key, value in signals.items() if "ratelimit" in key}
+    if not limits:
+        return None
+    return exhausted_quota(limits, now=now, date=header(response, b"date"))
+
+
+def classify_error(exc: Exception, flavour: Flavour) -> Outcome:
+    """What an error means: transient (a retry may fix it) or not."""
+    name = type(exc).__name__
+    if not isinstance(exc, flavour.retryable) or permanent(exc):
+        return Outcome(None, name, None, stop=NOT_RETRYABLE)
+    return Outcome(None, name, True, timeout=isinstance(exc, flavour.timeouts),
+                   never_sent=isinstance(exc, flavour.never_sent))
+
+
+def idempotent(method: str, headers: Mapping[str, str], policy: RetryPolicy) -> bool:
+    """A method in ``retry_methods``, or a request that carries an idempotency key."""
+    if method in policy.retry_methods:
+        return True
+    name = policy.idempotency_header
+    return bool(name and headers.get(name, "").strip())
+
+
+def may_retry(outcome: Outcome, policy: RetryPolicy, enabled: bool, method: str,
+              headers: Mapping[str, str], stream: object, flavour: Flavour,
+              attempt: int) -> StopReason | None:
+    """Rules 2 to 4 before the wait is known: the reason a retryable ``outcome`` of attempt
+    number ``attempt`` is not retried, or ``None``."""
+    if not enabled:
+        return DISABLED
+    sent = not outcome.never_sent
+    if sent and not outcome.trusted and not idempotent(method, headers, policy):
+        return UNSAFE_METHOD
+    if sent and not replayable(stream, flavour):
+        return BODY_NOT_REPLAYABLE
+    if attempt >= policy.max_attempts:
+        return MAX_ATTEMPTS
+    floor = outcome.floor
+    if floor is not None and floor > policy.max_retry_after:
+        return RETRY_AFTER_TOO_LONG
+    return None
