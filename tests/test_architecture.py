@@ -86,41 +86,34 @@ def test_no_import_cycle() -> None:
         visit(name, [])
 
 
-#: What the leaves and the components may import: nothing above them.
-ALLOWED = {
-    "_stores.memory": {"_leaves.fork", "_leaves.validate"},
-    "_leaves.fork": set(),
-    "_meaning.deadlines": {"_leaves.validate"},
-    "_leaves.validate": set(),
-    "_leaves.models": set(),
-    "_leaves.flavour": set(),
-    "_wire.http": {"_leaves.flavour", "_leaves.models"},
-    "_meaning.rules": {"_leaves.flavour", "_leaves.models", "_meaning.policy", "_wire.http",
-        "_wire.retry_after", "_wire.signals"},
-    "_meaning.observe": {"_leaves.flavour", "_leaves.fork", "_leaves.models", "_wire.http"},
-    "_guards.seam": {"_guards.breaker", "_guards.budget", "_guards.throttle", "_leaves.flavour",
-        "_leaves.models", "_meaning.observe", "_meaning.policy", "_meaning.rules", "_wire.http",
-        "testing"},
-    "_guards.throttle": {"_leaves.fork", "_leaves.models", "_leaves.validate", "_wire.http"},
-    "_call.latency": {"_leaves.fork", "_leaves.validate"},
-    "_call.hedging": {"_call.latency", "_leaves.flavour", "_leaves.validate", "_wire.http"},
-    "_io.bodies": {"_call.core", "_leaves.flavour"},
-    "_io.hedge_loops": {"_call.controller", "_call.hedged_call", "_call.hedging",
-        "_leaves.flavour", "_leaves.fork", "_wire.http"},
-    "_call.plain": {"_call.controller", "_leaves.flavour", "_meaning.deadlines", "_meaning.rules",
-        "_wire.http", "testing"},
-    "_call.timeleft": {"_call.controller", "_leaves.models", "_wire.http"},
-    "_call.core": {"_call.controller", "_call.timeleft", "_guards.seam", "_leaves.flavour",
-        "_leaves.models", "_leaves.validate", "_meaning.deadlines", "_meaning.observe",
-        "_meaning.policy", "_meaning.rules", "_wire.http", "testing"},
-}
+#: The package's folders, lowest first. A module in one imports only its own folder's modules
+#: and those of the folders below it; the public modules (the top level) import from any.
+TIERS = ("_leaves", "_wire", "_stores", "_meaning", "_guards", "_call", "_io")
 
 
-@pytest.mark.parametrize("module", sorted(ALLOWED))
-def test_imports_point_down(module: str) -> None:
-    """The core knows guards only through the seam, the store no member, the leaves
-    nothing above them."""
-    assert GRAPH[module] <= ALLOWED[module], GRAPH[module] - ALLOWED[module]
+def test_every_private_module_is_in_a_tier() -> None:
+    """A private module lives in one of the tier folders; the top level holds public ones."""
+    for name in GRAPH:
+        top = name.split(".")[0]
+        assert top in TIERS or not top.startswith("_") or top == "__init__", name
+
+
+@pytest.mark.parametrize("folder", TIERS)
+def test_a_folder_imports_only_folders_below_it(folder: str) -> None:
+    """No import points up a tier, nor to a public module (``TYPE_CHECKING`` ones included)."""
+    below = set(TIERS[: TIERS.index(folder) + 1])
+    modules = [name for name in GRAPH if name.split(".")[0] == folder]
+    assert modules
+    for name in modules:
+        upward = {target for target in GRAPH[name] if target.split(".")[0] not in below}
+        assert not upward, f"{name} imports {sorted(upward)}"
+
+
+@pytest.mark.parametrize("module", ["_call.core", "_call.plain", "_call.hedged_call"])
+def test_a_request_knows_the_guards_through_the_seam_alone(module: str) -> None:
+    """The core, the quick path and the hedged call name no guard component."""
+    guards = {target for target in GRAPH[module] if target.split(".")[0] == "_guards"}
+    assert guards <= {"_guards", "_guards.seam"}, guards
 
 
 def test_the_simulator_uses_the_public_api_only() -> None:

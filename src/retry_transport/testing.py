@@ -22,73 +22,16 @@ budget is spent as usual: a transport shared between tests shares its budget too
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Literal
 
-from ._leaves import fork as _fork
-from ._meaning.policy import RetryPolicy
+from ._meaning import testmode
+from ._meaning.testmode import TestingLog
 
 __all__ = ["TestingLog", "retry_testing"]
 
-
-@dataclass
-class TestingLog:
-    """What the transports did while testing mode was on.
-
-    Attributes:
-        waits: every wait, in seconds, that would have been slept (cooldown waits
-            included), in order.
-        attempts: the attempt limit in force (``None``: each policy's own).
-        cap: whether ``attempts`` caps each policy's limit instead of replacing it.
-        rng: the seeded random source all jitter is drawn from.
-        breakers: ``"on"`` (circuit breakers work as usual), ``"off"`` (they let every
-            request through and count nothing), or ``"open"`` (every breaker refuses every
-            request with ``CircuitOpenError``: the way to test a fallback path).
-        throttles: ``"on"`` (adaptive throttles work as usual), ``"off"`` (they refuse
-            nothing; outcomes are still counted), or a probability in [0, 1] that every
-            attempt is refused with (1.0: all of them, with ``ThrottledError``).
-    """
-
-    __test__ = False  # not a test class, whatever pytest thinks of the name
-
-    attempts: int | None
-    cap: bool
-    rng: random.Random
-    breakers: Literal["on", "off", "open"] = "on"
-    throttles: Literal["on", "off"] | float = "on"
-    waits: list[float] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def policy(self, policy: RetryPolicy) -> RetryPolicy:
-        """The policy a transport uses under testing mode."""
-        if self.attempts is None:
-            return policy
-        attempts = min(policy.max_attempts, self.attempts) if self.cap else self.attempts
-        if attempts == policy.max_attempts:
-            return policy
-        return policy.replace(max_attempts=attempts)
-
-    def record(self, seconds: float) -> None:
-        with self._lock:
-            self.waits.append(seconds)
-
-
-_lock = threading.Lock()
-
-
-def _renew_lock() -> None:
-    global _lock
-    _lock = threading.Lock()
-
-
-_fork.module_locks(_renew_lock)  # a forked child gets a new one
-#: The blocks now open, oldest first. Threads and tasks may close them in any order.
-_open: list[TestingLog] = []
-#: The log of the most recently opened block still open, read by the transports.
-active: TestingLog | None = None
+TestingLog.__module__ = __name__  # documented and shown here, where users import it
 
 
 @contextmanager
@@ -118,7 +61,6 @@ def retry_testing(
         The :class:`TestingLog` that collects the waits. Blocks nest, and may be closed in any
         order (threads, tasks): the transports use the most recently opened block still open.
     """
-    global active
     if attempts is not None and (
         isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
     ):
@@ -133,12 +75,15 @@ def retry_testing(
                          f"got {throttles!r}")
     log = TestingLog(attempts=attempts, cap=cap, rng=random.Random(seed), breakers=breakers,
                      throttles=throttles if isinstance(throttles, str) else float(throttles))
-    with _lock:
-        _open.append(log)
-        active = log
+    testmode.open_block(log)
     try:
         yield log
     finally:
-        with _lock:
-            _open.remove(log)
-            active = _open[-1] if _open else None
+        testmode.close_block(log)
+
+
+def __getattr__(name: str) -> object:
+    """``active``: the log of the most recently opened block still open, or ``None``."""
+    if name == "active":
+        return testmode.active
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

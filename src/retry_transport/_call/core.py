@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from typing import Any, Final, NoReturn
 
-from .. import testing as _testing
 from .._guards.seam import FIRST, HEDGE, Guard, Hold, Refusal
 from .._leaves.flavour import Request, Response
 from .._leaves.models import Attempt, RetryInfo, StopReason, new_attempt, new_retry_info
 from .._leaves.validate import check_attempt_header
+from .._meaning import testmode
 from .._meaning.deadlines import Scope, current as ambient_scope
 from .._meaning.observe import Observer, display
 from .._meaning.policy import compute_backoff
@@ -147,7 +147,7 @@ class RetryCall(TimeLeft):
             return
         policy = controller.policy
         override = request.extensions.get("retry")
-        testing = self.testing = _testing.active
+        testing = self.testing = testmode.active
         if override is not None or testing is not None:
             if override is False:
                 self.enabled = False

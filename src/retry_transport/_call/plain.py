@@ -8,8 +8,8 @@ handed to ``RetryCall(controller, request, plain=True)``, which takes over from 
 
 from __future__ import annotations
 
-from .. import testing as _testing
 from .._leaves.flavour import Request, Response
+from .._meaning import testmode
 from .._meaning.deadlines import current as ambient_scope
 from .._meaning.rules import final_at_once
 from .._wire.http import attach
@@ -25,7 +25,7 @@ def plain_first(controller: Controller, request: Request) -> bool:
     Counts the request when so."""
     if (
         not controller.simple
-        or _testing.active is not None
+        or testmode.active is not None
         or request.extensions.get("retry") is not None
         or ambient_scope() is not None
     ):

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .._leaves.flavour import Request
     from .._meaning.policy import RetryPolicy
     from .._meaning.rules import Outcome
-    from ..testing import TestingLog
+    from .._meaning.testmode import TestingLog
     from .breaker import CircuitBreaker
     from .budget import RetryBudget
     from .throttle import AdaptiveThrottle
