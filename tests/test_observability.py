@@ -144,16 +144,13 @@ def test_async_counters_exact_with_200_tasks() -> None:
 
 def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a free-threaded interpreter the counters take a lock, and stay exact."""
-    import sysconfig
     import threading
 
-    from retry_transport._call import controller as _controller
+    from retry_transport._leaves import counting
 
-    real = sysconfig.get_config_var
-    monkeypatch.setattr(sysconfig, "get_config_var",
-                        lambda name: 1 if name == "Py_GIL_DISABLED" else real(name))
+    monkeypatch.setattr(counting, "LOCK_FREE", False)
     transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)))
-    assert isinstance(transport._controller.request_counter, _controller._LockedCount)
+    assert isinstance(transport._controller.request_counter, counting._LockedCount)
 
     def work() -> None:
         for _ in range(500):

@@ -17,7 +17,8 @@ import anyio
 import httpx
 import pytest
 
-from retry_transport._guards.throttle import _BUCKETS, _PRUNE_AT, AdaptiveThrottle
+from retry_transport._guards.throttle import _BUCKETS, AdaptiveThrottle
+from retry_transport._leaves.counting import PRUNE_AT as _PRUNE_AT
 from tests.flavour import MODULES
 
 A = "https://a.example:443"  # an origin as the transports spell it

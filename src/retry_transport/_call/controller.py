@@ -11,15 +11,15 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-import sysconfig
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 from .._guards.cooldowns import CooldownTable
 from .._guards.seam import BreakerGuard, BudgetGuard, Guard, ThrottleGuard
+from .._leaves.counting import counter
 from .._leaves.flavour import Flavour, Request
 from .._leaves.fork import track
 from .._leaves.models import Attempt, RetryInfo, RetryStats, StopReason
@@ -59,33 +59,6 @@ def timings(share: float) -> Callable[[], bool]:
     if share >= 1.0:
         return itertools.repeat(True).__next__
     return itertools.cycle(_pattern(share)).__next__
-
-
-class _LockedCount(Iterator[int]):
-    """``itertools.count`` with a lock, for interpreters without a GIL to make it atomic."""
-
-    def __init__(self) -> None:
-        self._value = 0
-        self._lock = threading.Lock()
-        track(self)
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
-
-    def __iter__(self) -> _LockedCount:
-        return self
-
-    def __next__(self) -> int:
-        with self._lock:
-            value = self._value
-            self._value += 1
-        return value
-
-
-def _counter() -> Iterator[int]:
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
-        return _LockedCount()
-    return itertools.count()
 
 
 class Controller:
@@ -172,10 +145,10 @@ class Controller:
         track(self)  # a forked child gets a new lock
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
-        self.request_counter = _counter()
-        self._retries = _counter()
-        self._hedges = _counter()
-        self._hedge_wins = _counter()
+        self.request_counter = counter()
+        self._retries = counter()
+        self._hedges = counter()
+        self._hedge_wins = counter()
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sysconfig
 import threading
 import time
 from array import array
@@ -69,6 +68,7 @@ from dataclasses import dataclass
 from operator import sub
 from typing import Final
 
+from .._leaves.counting import LOCK_FREE, PRUNE_AT, next_prune_at
 from .._leaves.fork import track
 from .._leaves.validate import check_callable, check_seconds
 
@@ -101,11 +101,6 @@ _VALUES: Final = (
     + [2 * low * high / (low + high) for low, high in itertools.pairwise(_BOUNDS)]
     + [_BOUNDS[-1]]
 )
-#: Origins a table keeps before it first looks for some to forget; after each look, twice
-#: what remained.
-_PRUNE_AT: Final = 1024
-#: Whether ``record`` may count without the lock (see the module's docstring).
-_LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
 #: A relative tolerance on q * count, so that 0.07 of 100 samples is the 7th, not the 8th
 #: (0.07 is a little more than 7/100 as a float).
 _ROUNDING: Final = 1 - 1e-12
@@ -200,7 +195,7 @@ class LatencyTable:
         #: ... and the counters of each origin that recorded in it (the others have to
         #: mark their first sample in it).
         self._current: dict[Hashable, dict[int, itertools.count[int]]] = {}
-        self._prune_at = _PRUNE_AT
+        self._prune_at = PRUNE_AT
         self._lock = threading.Lock()
         track(self)  # a forked child gets a new lock
 
@@ -218,7 +213,7 @@ class LatencyTable:
 
     # -- recording ---------------------------------------------------------------------------
 
-    if _LOCK_FREE:
+    if LOCK_FREE:
 
         def record(self, key: Hashable, seconds: float, now: float | None = None) -> None:
             """One sample: an attempt to the origin ``key`` took ``seconds`` to answer.
@@ -300,7 +295,7 @@ class LatencyTable:
         for key, origin in list(origins.items()):
             if origin.marks[-1][0] < oldest:
                 del origins[key]
-        self._prune_at = max(_PRUNE_AT, 2 * len(origins))
+        self._prune_at = next_prune_at(len(origins))
 
     # -- reading -----------------------------------------------------------------------------
 

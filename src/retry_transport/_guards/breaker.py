@@ -22,14 +22,13 @@ so one breaker may serve several transports, sync and async, of both flavours.
 
 from __future__ import annotations
 
-import itertools
-import sysconfig
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Final, Literal
 
+from .._leaves.counting import LOCK_FREE, PRUNE_AT, Tally, next_prune_at
 from .._leaves.fork import track
 from .._leaves.models import RetryEvent
 from .._leaves.validate import check_callable, check_count, check_hooks, check_number, check_seconds
@@ -54,14 +53,8 @@ _RECHECK: Final = 1.0
 
 _NO_TRANSITIONS: Final[list[str]] = []  # shared, never mutated: the common answer
 
-#: Whether a success may be counted without the lock: ``next()`` of an ``itertools.count``
-#: is atomic while a GIL serialises it; an interpreter without one takes the lock always.
-_LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
 _NEVER: Final = float("-inf")
 
-#: Origins a breaker keeps before it first looks for some to forget; after each look, twice
-#: what remained (so the look costs O(1) per new origin, amortised).
-_PRUNE_AT: Final = 1024
 _PASS: Final[tuple[Admission, int, list[str]]] = (None, 0, _NO_TRANSITIONS)
 
 
@@ -89,20 +82,16 @@ class _Origin:
         self.now_outcomes = self.now_failures = 0
         self.ring: deque[tuple[int, int, int]] = deque()
         self.outcomes = self.failures = 0
-        # Successes counted without the lock: drawn from ``successes`` (an itertools.count)
-        # and folded into the window under the lock (``tally``) before anything reads it.
+        # Successes counted without the lock (``next(successes)``), folded into the window
+        # under the lock (``tally``) before anything reads it.
         # Allowed while the clock is below ``quick_until``: the end of the current bucket,
         # while the breaker is closed and no success could open it.
-        self.successes = itertools.count()
-        self.mark = -1  # the number the last fold drew
+        self.successes = Tally()
         self.quick_until = _NEVER
 
     def tally(self) -> int:
         """The successes counted without the lock since the last fold (under the lock)."""
-        mark = next(self.successes)
-        pending = mark - self.mark - 1
-        self.mark = mark
-        return pending
+        return self.successes.take()
 
     def fresh_window(self) -> None:
         self.tally()  # successes of the old window are dropped with it
@@ -181,7 +170,7 @@ class CircuitBreaker:
         self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
-        self._prune_at = _PRUNE_AT
+        self._prune_at = PRUNE_AT
         #: Origins whose breaker is open or half-open (changed under the lock): while 0,
         #: every request is let through without asking.
         self.unclosed = 0
@@ -425,7 +414,7 @@ class CircuitBreaker:
             elif state == "open" and now >= entry.opened_until + self.window:
                 del origins[origin]
                 self.unclosed -= 1
-        self._prune_at = max(_PRUNE_AT, 2 * len(origins))
+        self._prune_at = next_prune_at(len(origins))
 
     def _open(self, entry: _Origin, now: float, duration: float) -> None:
         if entry.state == "closed":
@@ -465,7 +454,7 @@ class CircuitBreaker:
         """After an outcome was counted in a closed window: whether the next successes may be
         counted without the lock, until the end of the current bucket. Not while one
         success could open the breaker (failures in a window short of ``min_requests``)."""
-        if _LOCK_FREE and (entry.failures == 0 or entry.outcomes >= self.min_requests):
+        if LOCK_FREE and (entry.failures == 0 or entry.outcomes >= self.min_requests):
             entry.quick_until = (entry.index + 1) * self._bucket
         else:
             entry.quick_until = _NEVER

@@ -8,19 +8,14 @@ total outage allows 100 retries (50 after timeouts) and then each request is sen
 
 from __future__ import annotations
 
-import itertools
-import sysconfig
 import threading
-from typing import Final
 
+from .._leaves.counting import LOCK_FREE, Tally
 from .._leaves.fork import track
 from .._leaves.validate import check_number
 
 __all__ = ["RetryBudget"]
 
-#: Whether refunds may be counted without the lock (see :attr:`RetryBudget._tally`): while a
-#: GIL serialises ``next()`` of an ``itertools.count``.
-_LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
 def _amount(name: str, value: object, *, positive: bool = False) -> float:
@@ -80,18 +75,15 @@ class RetryBudget:
         # read of the bucket first folds in what was counted since the last one. Refunds
         # only add and the bucket only clips at ``capacity``, so folding them in late gives
         # the tokens that adding each at once would have.
-        self._refunds = itertools.count()
-        self._mark = -1  # the number the last fold drew
-        self._tally = self._refunds.__next__ if _LOCK_FREE else None
+        self._refunds = Tally()
+        self._tally = self._refunds.__next__ if LOCK_FREE else None
 
     def _renew_locks(self) -> None:
         self._lock = threading.Lock()
 
     def _fold(self) -> None:
         """Apply the refunds counted since the last fold (under the lock)."""
-        mark = next(self._refunds)
-        pending = mark - self._mark - 1
-        self._mark = mark
+        pending = self._refunds.take()
         if pending and self._tokens < self.capacity:
             self._tokens = min(self.capacity, self._tokens + pending * self.success_refund)
 

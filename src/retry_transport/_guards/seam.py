@@ -33,11 +33,11 @@ stop reason, if new, in ``StopReason`` and ``_rules.RULES``.
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
+from .._leaves.counting import counter
 from .._leaves.models import StopReason
 from .._meaning.observe import Observer
 from .._wire.http import origin as origin_of
@@ -352,7 +352,7 @@ class ThrottleGuard:
     def __init__(self, throttle: AdaptiveThrottle, observer: Observer) -> None:
         self.throttle = throttle
         self.observer = observer
-        self.refused = itertools.count()  # refusals, for the stats (next() under the GIL)
+        self.refused = counter()  # refusals, for the stats
 
     @property
     def quiet(self) -> bool:

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Final, cast
 
+from .._leaves.counting import PRUNE_AT, next_prune_at
 from .._leaves.fork import track
 from .._leaves.models import RetryEvent
 from .._leaves.validate import check_callable, check_hooks, check_number, check_seconds
@@ -51,9 +52,6 @@ __all__ = ["AdaptiveThrottle"]
 #: change, once per bucket and origin, touches at most twenty slots.
 _BUCKETS: Final = 20
 
-#: Origins a throttle keeps before it first looks for some to forget; after each look, twice
-#: what remained (so the look costs O(1) per new origin, amortised), as the breaker does.
-_PRUNE_AT: Final = 1024
 
 
 class _Origin:
@@ -129,7 +127,7 @@ class AdaptiveThrottle:
         #: none does, a transport sends first attempts without asking (read without the
         #: lock; an attempt that races with an origin tipping over is judged by the next).
         self.hot = 0
-        self._prune_at = _PRUNE_AT
+        self._prune_at = PRUNE_AT
         self._lock = threading.Lock()
         track(self)  # a forked child gets a new lock
 
@@ -242,7 +240,7 @@ class AdaptiveThrottle:
                 if entry.over:
                     self.hot -= 1
                 del origins[origin]
-        self._prune_at = max(_PRUNE_AT, 2 * len(origins))
+        self._prune_at = next_prune_at(len(origins))
 
     def _advance(self, entry: _Origin, now: float) -> None:
         """Start the bucket ``now`` falls in: the current one joins the ring, and the

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
+from .._leaves.counting import PRUNE_AT, next_prune_at
 from .._leaves.flavour import Request
 from .._leaves.fork import track
 from .._leaves.models import RetryEvent, RetryInfo, StopReason
@@ -33,9 +34,6 @@ RetryHook = typing.Callable[[RetryEvent], object]
 #: Seconds between two WARNING lines for the same stop reason and origin, when requests are
 #: refused a retry (budget exhausted, unsafe method, ...): the lines in between are counted.
 REFUSAL_LOG_INTERVAL: Final = 10.0
-#: Pairs the refusal table holds before it first forgets the stale ones; after, twice what
-#: remained.
-_PRUNE_AT: Final = 1024
 
 #: (origin, value) pairs of malformed ``Retry-After`` values already logged: cleared when
 #: this many are held, so the memory stays bounded whatever the servers send.
@@ -72,7 +70,7 @@ class Observer:
         track(self)  # a forked child gets a new lock
         # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
-        self._prune_at = _PRUNE_AT
+        self._prune_at = PRUNE_AT
         self._ignored: set[tuple[str, str]] = set()
 
     def ignored_retry_after(self, origin: str, value: str) -> None:
@@ -256,7 +254,7 @@ class Observer:
                 del table[key]
                 if entry[1]:
                     reported.append((key, entry))
-        self._prune_at = max(_PRUNE_AT, 2 * len(table))
+        self._prune_at = next_prune_at(len(table))
         return reported
 
 

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, Protocol, TypeVar
 from urllib.parse import unquote_plus, urlsplit
 
+from .._leaves.counting import PRUNE_AT, next_prune_at
 from .._leaves.fork import track
 from .._leaves.validate import check_callable, check_seconds
 
@@ -57,9 +58,6 @@ _Store = TypeVar("_Store", bound="MemoryStore")
 #: An event's kind: a cooldown started, a breaker opened, a breaker closed.
 EventKind = Literal["cooldown", "open", "close"]
 
-#: Facts tables are pruned of what is over when they grow past this (then past twice what
-#: was left), so pruning costs O(1) per event, amortised, and the tables stay bounded.
-_PRUNE_AT: Final = 1024
 
 
 class CooldownMember(Protocol):
@@ -108,7 +106,7 @@ class MemoryStore:
         # origin -> (until, break length), in wall-clock seconds.
         self._cooldowns: dict[str, tuple[float, str]] = {}
         self._opens: dict[str, tuple[float, float]] = {}
-        self._prune_at = {"cooldowns": _PRUNE_AT, "opens": _PRUNE_AT}
+        self._prune_at = {"cooldowns": PRUNE_AT, "opens": PRUNE_AT}
         # Half-open probe slots held in this process: origin -> leases (wall-clock end,
         # the holder's id, its half-open period), oldest first.
         self._probes: dict[str, list[tuple[float, int, int]]] = {}
@@ -263,7 +261,7 @@ class MemoryStore:
             return
         for origin in [o for o, (until, _) in table.items() if until <= now]:
             del table[origin]
-        self._prune_at[name] = max(_PRUNE_AT, 2 * len(table))
+        self._prune_at[name] = next_prune_at(len(table))
 
 
 #: One event to send: its kind, its end (wall-clock seconds), the cooldown's signal or the

@@ -17,7 +17,6 @@ this process's events that are not over.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import math
@@ -31,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, Final, cast
 from urllib.parse import unquote, urlsplit
 
+from .._leaves.counting import counter
 from .._leaves.validate import check_seconds
 from . import memory as _store
 from .memory import Election, EventKind, MemoryStore, Outbox, shown_url, well_formed
@@ -222,7 +222,7 @@ class RedisStore(MemoryStore):
 
     def _start(self) -> None:
         self._sender = uuid.uuid4().hex
-        self._tokens = itertools.count(1)  # next() on a count is atomic: no lock
+        self._tokens = counter(1)
         self._pending = Outbox(_PENDING_CAP)  # what is to be sent (under the lock)
         self._drops_logged_at = 0.0  # time.monotonic() of the last line about drops
         self.connected = False
