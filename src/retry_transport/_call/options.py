@@ -28,11 +28,12 @@ from .._leaves.validate import (
     check_attempt_header,
     check_callable,
     check_flag,
+    check_header_name,
     check_hooks,
     function_kind,
 )
 from .._meaning.observe import RetryHook
-from .._meaning.policy import _TOKEN, FIELDS, Jitter, RetryPolicy, did_you_mean
+from .._meaning.policy import FIELDS, Jitter, RetryPolicy, did_you_mean
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
 
@@ -133,17 +134,9 @@ def _header(name: str) -> Callable[[object], str | None]:
     ``ATTEMPT_HEADER_REFUSED``), or ``None``, for the keyword ``name``."""
 
     def check(value: object) -> str | None:
-        if value is None:
-            return None
-        if not isinstance(value, str) or not _TOKEN.fullmatch(value):
-            raise ValueError(f"{name} must be a header name or None, got {value!r}")
-        role = ATTEMPT_HEADER_REFUSED.get(value.lower())
-        if role is not None:
-            raise ValueError(
-                f"{name} must not be {value!r}, {role}: the transport's value would replace "
-                f"its own; name a header of its own, such as {_EXAMPLES[name]!r}"
-            )
-        return value
+        return check_header_name(name, value, ATTEMPT_HEADER_REFUSED, or_none=True,
+                                 why="the transport's value would replace its own",
+                                 example=_EXAMPLES[name])
 
     return check
 

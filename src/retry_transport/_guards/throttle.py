@@ -34,12 +34,18 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Final, cast
+from typing import Final
 
 from .._leaves.counting import PRUNE_AT, next_prune_at
 from .._leaves.fork import track
 from .._leaves.models import RetryEvent
-from .._leaves.validate import check_callable, check_hooks, check_number, check_seconds
+from .._leaves.validate import (
+    check_callable,
+    check_hooks,
+    check_number,
+    check_seconds,
+    check_statuses,
+)
 from .._wire.http import normalise
 
 __all__ = ["AdaptiveThrottle"]
@@ -287,19 +293,4 @@ class AdaptiveThrottle:
 
 def _statuses(value: object) -> frozenset[int]:
     """``reject_statuses``: an iterable of HTTP status codes (ints in 100..599)."""
-    if isinstance(value, (str, bytes)):
-        raise ValueError(f"reject_statuses must be status codes, got the string {value!r}")
-    if not isinstance(value, Iterable):
-        raise ValueError(f"reject_statuses must be an iterable of status codes, got {value!r}")
-    try:
-        statuses: frozenset[object] = frozenset(value)
-    except TypeError:  # unhashable items
-        raise ValueError(
-            f"reject_statuses must be an iterable of status codes, got {value!r}"
-        ) from None
-    for status in statuses:
-        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-            raise ValueError(
-                f"reject_statuses must hold status codes (integers in 100..599), got {status!r}"
-            )
-    return cast("frozenset[int]", statuses)
+    return check_statuses("reject_statuses", value)

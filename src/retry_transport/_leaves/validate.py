@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, TypeGuard, TypeVar
@@ -20,12 +21,15 @@ __all__ = [
     "ATTEMPT_HEADER_REFUSED",
     "HTTP_FIELDS",
     "MAX_SECONDS",
+    "TOKEN",
     "check_callable",
     "check_count",
     "check_flag",
+    "check_header_name",
     "check_hooks",
     "check_number",
     "check_seconds",
+    "check_statuses",
     "function_kind",
     "is_async_function",
     "is_number",
@@ -36,6 +40,9 @@ __all__ = [
 MAX_SECONDS: Final = 1e9
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+#: RFC 9110 section 5.6.2: ``token = 1*tchar``, the form of a header name and a method.
+TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 def is_number(value: object) -> TypeGuard[float]:
@@ -241,3 +248,38 @@ def check_attempt_header(attempt_header: str | None, idempotency_header: str | N
             " every attempt would carry a number as its key, so a request sent without a key"
             " would be retried, under a new key each time"
         )
+
+
+def check_header_name(name: str, value: object, refused: Mapping[str, str], *, why: str,
+                      example: str, or_none: bool = False) -> str | None:
+    """A header name of the caller's own for the argument ``name``, as given: a token, never
+    one of ``refused`` (lower-case name -> what it is), since ``why``; ``None`` too with
+    ``or_none``. A ``ValueError`` names the argument and, for a refused name, suggests
+    ``example``."""
+    if value is None and or_none:
+        return None
+    if not isinstance(value, str) or not TOKEN.fullmatch(value):
+        spelt = "a header name or None" if or_none else "a header name"
+        raise ValueError(f"{name} must be {spelt}, got {value!r}")
+    role = refused.get(value.lower())
+    if role is not None:
+        raise ValueError(
+            f"{name} must not be {value!r}, {role}: {why}; name a header of its own, such as "
+            f"{example!r}"
+        )
+    return value
+
+
+def check_statuses(name: str, value: object, low: int = 100, high: int = 599,
+                   why: str = "") -> frozenset[int]:
+    """A set of HTTP status codes for the argument ``name``, from any iterable of integers
+    in ``low..high`` (``why``: the reason for a narrower range, said when one is out)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{name} must be a set of status codes, got {value!r}")
+    items = list(value)
+    for status in items:
+        if isinstance(status, bool) or not isinstance(status, int) or not low <= status <= high:
+            raise ValueError(
+                f"{name} must hold status codes (integers in {low}..{high}{why}), got {status!r}"
+            )
+    return frozenset(items)

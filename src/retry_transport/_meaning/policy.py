@@ -6,12 +6,18 @@ import dataclasses
 import difflib
 import math
 import random
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
-from .._leaves.validate import HTTP_FIELDS, check_flag, check_seconds
+from .._leaves.validate import (
+    HTTP_FIELDS,
+    TOKEN,
+    check_flag,
+    check_header_name,
+    check_seconds,
+    check_statuses,
+)
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
@@ -27,11 +33,11 @@ _JITTERS: Final = frozenset(get_args(Jitter))
 #: Statuses a retry may fix: 408 Request Timeout, 429 Too Many Requests, 502 Bad Gateway,
 #: 503 Service Unavailable, 504 Gateway Timeout.
 DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
+_TOKEN = TOKEN  # TEMPORARY alias for inherit.py
+
 #: The idempotent methods of RFC 9110 section 9.2.2.
 DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
-# RFC 9110 section 5.6.2: token = 1*tchar.
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 def _number(name: str, value: object) -> float:
@@ -40,18 +46,10 @@ def _number(name: str, value: object) -> float:
 
 def _idempotency_header(header: object) -> str | None:
     """A header name of its own, or ``None``: never one HTTP defines (``HTTP_FIELDS``)."""
-    if header is None:
-        return None
-    if not isinstance(header, str) or not _TOKEN.fullmatch(header):
-        raise ValueError(f"idempotency_header must be a header name or None, got {header!r}")
-    role = HTTP_FIELDS.get(header.lower())
-    if role is not None:
-        raise ValueError(
-            f"idempotency_header must not be {header!r}, {role}: requests carry it for "
-            "reasons of their own, and every one that did would count as keyed and be "
-            "retried; name a header of its own, such as 'Idempotency-Key'"
-        )
-    return header
+    return check_header_name(
+        "idempotency_header", header, HTTP_FIELDS, or_none=True, example="Idempotency-Key",
+        why="requests carry it for reasons of their own, and every one that did would count "
+            "as keyed and be retried")
 
 
 #: The lowest and highest status ``retry_statuses`` may hold: a retry may fix a client or a
@@ -195,7 +193,7 @@ class RetryPolicy:
             raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")
         set_(self, "max_body_buffer", buffer)
         verdict = should_retry_header
-        if verdict is not None and (not isinstance(verdict, str) or not _TOKEN.fullmatch(verdict)):
+        if verdict is not None and (not isinstance(verdict, str) or not TOKEN.fullmatch(verdict)):
             raise ValueError(
                 f"should_retry_header must be a header name or None, got {verdict!r}"
             )
@@ -241,20 +239,8 @@ FIELDS: Final = frozenset(f.name for f in dataclasses.fields(RetryPolicy) if f.i
 
 
 def _statuses(value: Iterable[int]) -> frozenset[int]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ValueError(f"retry_statuses must be a set of status codes, got {value!r}")
-    items = list(value)
-    for status in items:
-        if (
-            isinstance(status, bool)
-            or not isinstance(status, int)
-            or not _MIN_RETRY_STATUS <= status <= _MAX_RETRY_STATUS
-        ):
-            raise ValueError(
-                f"retry_statuses must hold integers in {_MIN_RETRY_STATUS}..{_MAX_RETRY_STATUS}"
-                f" (only an error status is worth a retry), got {status!r}"
-            )
-    return frozenset(items)
+    return check_statuses("retry_statuses", value, _MIN_RETRY_STATUS, _MAX_RETRY_STATUS,
+                          "; only an error status is worth a retry")
 
 
 def _methods(value: Iterable[str]) -> frozenset[str]:
@@ -262,7 +248,7 @@ def _methods(value: Iterable[str]) -> frozenset[str]:
         raise ValueError(f"retry_methods must be a set of method names, got {value!r}")
     result = set()
     for method in value:
-        if not isinstance(method, str) or not _TOKEN.fullmatch(method):
+        if not isinstance(method, str) or not TOKEN.fullmatch(method):
             raise ValueError(f"retry_methods must hold method tokens, got {method!r}")
         result.add(method.upper())
     return frozenset(result)
