@@ -109,8 +109,8 @@ def test_importing_the_package_imports_no_httpx2() -> None:
     assert result.stdout.split() == ["False", "False"]
 
 
-#: The modules that bind the core to httpx: its transports and its error classes.
-HTTPX_BINDING = {"_io/transports.py", "_leaves/errors.py"}
+#: The module that binds the core to httpx: its transports and its error classes.
+HTTPX_BINDING = {"_io/transports.py"}
 
 
 def test_the_core_and_the_drivers_import_no_http_library() -> None:

@@ -12,8 +12,14 @@ from ._call.latency import LatencySummary
 from ._guards.breaker import CircuitBreaker
 from ._guards.budget import RetryBudget
 from ._guards.throttle import AdaptiveThrottle
-from ._io.transports import AsyncRetryTransport, RetryTransport
-from ._leaves.errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
+from ._io.transports import (
+    AsyncRetryTransport,
+    CircuitOpenError,
+    CooldownError,
+    DeadlineExceeded,
+    RetryTransport,
+    ThrottledError,
+)
 from ._leaves.models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._meaning.deadlines import deadline, time_left
 from ._meaning.observe import RetryHook

@@ -22,10 +22,7 @@ from ._meaning.inherit import (
     EXPIRED_BODY,
     EXPIRED_CONTENT_TYPE,
     EXPIRED_STATUS,
-    check_app,
-    check_header,
-    check_max_seconds,
-    check_offset,
+    DeadlineMiddlewareBase,
     granted,
     is_deadline,
     log_escaped,
@@ -45,7 +42,7 @@ _EXPIRED_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 
 
-class DeadlineMiddleware:
+class DeadlineMiddleware(DeadlineMiddlewareBase):
     """Runs an ASGI application's HTTP requests within the deadline their caller sent.
 
     For each HTTP request (``scope["type"] == "http"``) the ``header`` is read (in any
@@ -94,13 +91,12 @@ class DeadlineMiddleware:
             float; a bool is none).
     """
 
+    _kind = "ASGI"
+    app: ASGIApp
+
     def __init__(self, app: ASGIApp, *, header: str = DEFAULT_HEADER,
                  max_seconds: float | None = None, offset: float = 0.0) -> None:
-        check_app(app, "ASGI")
-        self.app = app
-        self.header = check_header(header)
-        self.max_seconds = check_max_seconds(max_seconds)
-        self.offset = check_offset(offset, self.max_seconds)
+        super().__init__(app, header=header, max_seconds=max_seconds, offset=offset)
         self._name = self.header.lower().encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -132,10 +128,6 @@ class DeadlineMiddleware:
                     raise
                 log_escaped(scope.get("method", ""), scope.get("path", ""), exc)
         await _expired(send)
-
-    def __repr__(self) -> str:
-        return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
-                f"max_seconds={self.max_seconds!r}, offset={self.offset!r})")
 
 
 async def _expired(send: Send) -> None:

@@ -16,6 +16,8 @@ a budget may be shared between an httpx transport and an httpx2 one. Needs the `
 extra (Python 3.11 or later).
 """
 
+import typing as _typing
+
 try:
     import httpx2 as _httpx2
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -54,6 +56,7 @@ from ._leaves.errors import (
     CooldownErrorBase as _CooldownErrorBase,
     DeadlineExceededBase as _DeadlineExceededBase,
     ThrottledErrorBase as _ThrottledErrorBase,
+    errors_of as _errors_of,
 )
 from ._leaves.flavour import Flavour as _Flavour
 
@@ -89,50 +92,14 @@ __all__ = [
 ]
 
 
-class CooldownError(_CooldownErrorBase, _httpx2.TransportError):
-    """The origin asked for quiet (``Retry-After`` on 429 or 503) and this request cannot wait.
-
-    Raised before anything is sent, when the origin's remaining cooldown is longer than the
-    request's ``max_retry_after`` or would run past its deadline. It subclasses
-    ``httpx2.TransportError``, so existing handlers of transport errors catch it.
-
-    Attributes:
-        origin: the origin that asked, as ``scheme://host:port``.
-        remaining: seconds of quiet the origin still asks for.
-    """
-
-
-class CircuitOpenError(_CircuitOpenErrorBase, _httpx2.TransportError):
-    """The origin's circuit breaker is open: the request was not sent.
-
-    Raised before an attempt, without I/O. ``retry_info(error)`` gives the request's
-    metadata so far, with stop reason ``circuit_open``. It subclasses
-    ``httpx2.TransportError``.
-
-    Attributes:
-        origin: the origin, as ``scheme://host:port``.
-        remaining: seconds until the breaker lets a probe through (0.0 while half-open with
-            every probe slot taken).
-    """
-
-
-class DeadlineExceeded(_DeadlineExceededBase, _httpx2.TimeoutException):
-    """The request's deadline passed before an attempt could be sent: nothing was sent.
-
-    ``retry_info(error)`` says what was done, with stop reason ``deadline``. It subclasses
-    ``httpx2.TimeoutException``, so code that already catches timeouts keeps working.
-    """
-
-
-class ThrottledError(_ThrottledErrorBase, _httpx2.TransportError):
-    """The origin's ``AdaptiveThrottle`` refused the request's first attempt locally:
-    nothing was sent. ``retry_info(error)`` says stop reason ``throttled``. It subclasses
-    ``httpx2.TransportError``.
-
-    Attributes:
-        origin: the origin, as ``scheme://host:port``.
-        probability: the probability the attempt was refused with, in (0, 1].
-    """
+if _typing.TYPE_CHECKING:  # what _errors_of makes, as the type checker sees it
+    class CooldownError(_CooldownErrorBase, _httpx2.TransportError): ...
+    class CircuitOpenError(_CircuitOpenErrorBase, _httpx2.TransportError): ...
+    class DeadlineExceeded(_DeadlineExceededBase, _httpx2.TimeoutException): ...
+    class ThrottledError(_ThrottledErrorBase, _httpx2.TransportError): ...
+else:
+    CooldownError, CircuitOpenError, DeadlineExceeded, ThrottledError = _errors_of(
+        _httpx2, __name__)
 
 
 #: What the core and the drivers need from httpx2.
@@ -162,8 +129,8 @@ class AsyncRetryTransport(_AsyncRetry[_httpx2.AsyncBaseTransport], _httpx2.Async
 
 
 
-_PUBLIC = {"CooldownError", "CircuitOpenError", "DeadlineExceeded", "ThrottledError",
-           "RetryTransport", "AsyncRetryTransport"}
+# The errors already say where they live (_errors_of above).
+_PUBLIC = {"RetryTransport", "AsyncRetryTransport"}
 for _name in _PUBLIC:
     globals()[_name].__module__ = __name__
 del _name

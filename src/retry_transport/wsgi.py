@@ -26,10 +26,7 @@ from ._meaning.inherit import (
     EXPIRED_BODY,
     EXPIRED_CONTENT_TYPE,
     EXPIRED_STATUS,
-    check_app,
-    check_header,
-    check_max_seconds,
-    check_offset,
+    DeadlineMiddlewareBase,
     granted,
     is_deadline,
     log_escaped,
@@ -48,7 +45,7 @@ _EXPIRED_HEADERS = (
 )
 
 
-class DeadlineMiddleware:
+class DeadlineMiddleware(DeadlineMiddlewareBase):
     """Runs a WSGI application's requests within the deadline their caller sent.
 
     For each request the ``header`` is read from the environ (``x-request-deadline-ms`` is
@@ -105,13 +102,12 @@ class DeadlineMiddleware:
             float; a bool is none).
     """
 
+    _kind = "WSGI"
+    app: WSGIApp
+
     def __init__(self, app: WSGIApp, *, header: str = DEFAULT_HEADER,
                  max_seconds: float | None = None, offset: float = 0.0) -> None:
-        check_app(app, "WSGI")
-        self.app = app
-        self.header = check_header(header)
-        self.max_seconds = check_max_seconds(max_seconds)
-        self.offset = check_offset(offset, self.max_seconds)
+        super().__init__(app, header=header, max_seconds=max_seconds, offset=offset)
         self._key = "HTTP_" + self.header.upper().replace("-", "_")
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -149,10 +145,6 @@ class DeadlineMiddleware:
             scope.close()
             raise
         return _Response(context, result, iterator, scope, output)
-
-    def __repr__(self) -> str:
-        return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
-                f"max_seconds={self.max_seconds!r}, offset={self.offset!r})")
 
 
 def _close(result: object) -> None:

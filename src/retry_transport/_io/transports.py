@@ -1,21 +1,46 @@
-"""The httpx flavour: ``RetryTransport`` and ``AsyncRetryTransport`` for ``httpx`` clients.
+"""The httpx flavour: ``RetryTransport`` and ``AsyncRetryTransport`` for ``httpx`` clients,
+and the errors they raise.
 
 The drivers are written once (``_io/drivers.py``); these classes bind them to httpx: they are
 ``httpx.BaseTransport`` / ``httpx.AsyncBaseTransport`` subclasses, and classify httpx's own
-exceptions. ``retry_transport.httpx2`` binds the same drivers to httpx2.
+exceptions. The errors are made from httpx by ``_leaves/errors.py``. ``retry_transport.httpx2``
+binds the same drivers and errors to httpx2.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import httpx
 
-from .._leaves.errors import CircuitOpenError, CooldownError, DeadlineExceeded, ThrottledError
+from .._leaves.errors import (
+    CircuitOpenErrorBase,
+    CooldownErrorBase,
+    DeadlineExceededBase,
+    ThrottledErrorBase,
+    errors_of,
+)
 from .._leaves.flavour import Flavour
 from .drivers import AsyncRetry, SyncRetry
 
-__all__ = ["HTTPX", "AsyncRetryTransport", "RetryTransport"]
+__all__ = [
+    "HTTPX",
+    "AsyncRetryTransport",
+    "CircuitOpenError",
+    "CooldownError",
+    "DeadlineExceeded",
+    "RetryTransport",
+    "ThrottledError",
+]
+
+if TYPE_CHECKING:  # what errors_of makes, as the type checker sees it
+    class CooldownError(CooldownErrorBase, httpx.TransportError): ...
+    class CircuitOpenError(CircuitOpenErrorBase, httpx.TransportError): ...
+    class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException): ...
+    class ThrottledError(ThrottledErrorBase, httpx.TransportError): ...
+else:
+    CooldownError, CircuitOpenError, DeadlineExceeded, ThrottledError = errors_of(
+        httpx, "retry_transport")
 
 #: What the core and the drivers need from httpx.
 HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError, DeadlineExceeded,

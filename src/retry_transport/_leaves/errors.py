@@ -1,20 +1,23 @@
-"""Exceptions raised by the transports themselves."""
+"""Exceptions raised by the transports themselves.
+
+What every flavour's errors share is defined here once: the base classes, and
+:func:`errors_of`, which makes a flavour's four error classes from its library's module. This
+module imports no HTTP library; each binding (``_io/transports.py`` for httpx,
+``retry_transport.httpx2``) calls :func:`errors_of` with its own.
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
-import httpx
+from types import ModuleType
+from typing import Any, ClassVar, NamedTuple
 
 __all__ = [
-    "CircuitOpenError",
     "CircuitOpenErrorBase",
-    "CooldownError",
     "CooldownErrorBase",
-    "DeadlineExceeded",
     "DeadlineExceededBase",
-    "ThrottledError",
+    "Errors",
     "ThrottledErrorBase",
+    "errors_of",
 ]
 
 
@@ -52,38 +55,9 @@ class CooldownErrorBase(_Rebuilt):
         self.remaining = remaining
 
 
-class CooldownError(CooldownErrorBase, httpx.TransportError):
-    """The origin asked for quiet (``Retry-After`` on 429 or 503) and this request cannot wait.
-
-    Raised before anything is sent, when the origin's remaining cooldown is longer than the
-    request's ``max_retry_after`` or would run past its deadline. It subclasses
-    ``httpx.TransportError``, so existing handlers of transport errors catch it.
-
-    Attributes:
-        origin: the origin that asked, as ``scheme://host:port``.
-        remaining: seconds of quiet the origin still asks for.
-    """
-
-
 class CircuitOpenErrorBase(CooldownErrorBase):
     """What every flavour's ``CircuitOpenError`` shares: the origin, and ``remaining``, the
     seconds until a probe may be sent (0.0 while half-open with every probe slot taken)."""
-
-
-class CircuitOpenError(CircuitOpenErrorBase, httpx.TransportError):
-    """The origin's circuit breaker is open: the request was not sent.
-
-    Raised before an attempt, without I/O, when the transport's ``CircuitBreaker`` has seen
-    the origin fail too often, and also for requests with retries disabled (the breaker
-    protects the dependency, not the retry loop). ``retry_info(error)`` gives the request's
-    metadata so far, with stop reason ``circuit_open``. It subclasses
-    ``httpx.TransportError``.
-
-    Attributes:
-        origin: the origin, as ``scheme://host:port``.
-        remaining: seconds until the breaker lets a probe through (0.0 while half-open with
-            every probe slot taken).
-    """
 
 
 class DeadlineExceededBase(_Rebuilt):
@@ -92,18 +66,6 @@ class DeadlineExceededBase(_Rebuilt):
 
     def __init__(self, message: str, *, request: Any) -> None:
         super().__init__(message, request=request)  # type: ignore[call-arg]
-
-
-class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException):
-    """The request's deadline passed before an attempt could be sent: nothing was sent.
-
-    Raised when a request starts after the ambient deadline
-    (:class:`retry_transport.deadline`) has passed, checked before the breaker and the
-    cooldowns; when an attempt's ``deadline_header`` would carry 0 ms; and when the time
-    left ran out during the wait before a retry. ``retry_info(error)`` says what was done
-    (0 attempts for a first attempt), with stop reason ``deadline``. It subclasses
-    ``httpx.TimeoutException``, so code that already catches timeouts keeps working.
-    """
 
 
 class ThrottledErrorBase(_Rebuilt):
@@ -120,16 +82,91 @@ class ThrottledErrorBase(_Rebuilt):
         self.probability = probability
 
 
-class ThrottledError(ThrottledErrorBase, httpx.TransportError):
-    """The origin's :class:`~retry_transport.AdaptiveThrottle` refused the request's first
+# The docstrings of a flavour's errors, written once: ``{library}`` stands for the library's
+# import name. They are laid out as a class body's, so ``__doc__`` reads as a class
+# statement's would.
+
+_COOLDOWN_DOC = """\
+The origin asked for quiet (``Retry-After`` on 429 or 503) and this request cannot wait.
+
+    Raised before anything is sent, when the origin's remaining cooldown is longer than the
+    request's ``max_retry_after`` or would run past its deadline. It subclasses
+    ``{library}.TransportError``, so existing handlers of transport errors catch it.
+
+    Attributes:
+        origin: the origin that asked, as ``scheme://host:port``.
+        remaining: seconds of quiet the origin still asks for.
+    """
+
+_CIRCUIT_OPEN_DOC = """\
+The origin's circuit breaker is open: the request was not sent.
+
+    Raised before an attempt, without I/O, when the transport's ``CircuitBreaker`` has seen
+    the origin fail too often, and also for requests with retries disabled (the breaker
+    protects the dependency, not the retry loop). ``retry_info(error)`` gives the request's
+    metadata so far, with stop reason ``circuit_open``. It subclasses
+    ``{library}.TransportError``.
+
+    Attributes:
+        origin: the origin, as ``scheme://host:port``.
+        remaining: seconds until the breaker lets a probe through (0.0 while half-open with
+            every probe slot taken).
+    """
+
+_DEADLINE_DOC = """\
+The request's deadline passed before an attempt could be sent: nothing was sent.
+
+    Raised when a request starts after the ambient deadline
+    (:class:`retry_transport.deadline`) has passed, checked before the breaker and the
+    cooldowns; when an attempt's ``deadline_header`` would carry 0 ms; and when the time
+    left ran out during the wait before a retry. ``retry_info(error)`` says what was done
+    (0 attempts for a first attempt), with stop reason ``deadline``. It subclasses
+    ``{library}.TimeoutException``, so code that already catches timeouts keeps working.
+    """
+
+_THROTTLED_DOC = """\
+The origin's :class:`~retry_transport.AdaptiveThrottle` refused the request's first
     attempt locally: nothing was sent.
 
     The origin has lately accepted too few of the attempts sent to it (it answered 429 or
     503, or failed), so this client sheds part of its load before it reaches the origin.
     ``retry_info(error)`` says 0 attempts, stop reason ``throttled``. It subclasses
-    ``httpx.TransportError``, so existing handlers of transport errors catch it.
+    ``{library}.TransportError``, so existing handlers of transport errors catch it.
 
     Attributes:
         origin: the origin, as ``scheme://host:port``.
         probability: the probability the attempt was refused with, in (0, 1].
     """
+
+
+class Errors(NamedTuple):
+    """A flavour's four error classes, in the order :meth:`Flavour.of` takes them."""
+
+    cooldown: type[CooldownErrorBase]
+    circuit_open: type[CircuitOpenErrorBase]
+    deadline: type[DeadlineExceededBase]
+    throttled: type[ThrottledErrorBase]
+
+
+def errors_of(library: ModuleType, module: str) -> Errors:
+    """The error classes of the flavour bound to ``library`` (``httpx`` or ``httpx2``).
+
+    Each subclasses its base above and the library's ``TransportError`` (``DeadlineExceeded``:
+    its ``TimeoutException``). ``module`` is the public module that exports them: their
+    ``__module__``, with their own name as ``__qualname__``, so reprs and pickles name the
+    public class (``retry_transport.CooldownError``).
+    """
+
+    def make(name: str, base: type[Any], parent: type[Any], doc: str) -> Any:
+        namespace = {"__module__": module, "__qualname__": name,
+                     "__doc__": doc.format(library=library.__name__)}
+        return type(name, (base, parent), namespace)
+
+    return Errors(
+        make("CooldownError", CooldownErrorBase, library.TransportError, _COOLDOWN_DOC),
+        make("CircuitOpenError", CircuitOpenErrorBase, library.TransportError,
+             _CIRCUIT_OPEN_DOC),
+        make("DeadlineExceeded", DeadlineExceededBase, library.TimeoutException,
+             _DEADLINE_DOC),
+        make("ThrottledError", ThrottledErrorBase, library.TransportError, _THROTTLED_DOC),
+    )

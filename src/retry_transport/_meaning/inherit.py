@@ -1,7 +1,8 @@
 """What the server-side middlewares (:mod:`retry_transport.asgi`, :mod:`retry_transport.wsgi`)
-share: the check of their arguments, the reading of the deadline header a caller sends, the
-answer given when the caller's time has already run out, and the telling of a
-``DeadlineExceeded`` that escapes the application from any other error.
+share: their base class (the check and keeping of their arguments, their repr), the reading
+of the deadline header a caller sends, the answer given when the caller's time has already
+run out, and the telling of a ``DeadlineExceeded`` that escapes the application from any
+other error.
 
 A caller's retry transport (``deadline_header=``) sends the whole milliseconds left of its
 request's deadline. The header's value is taken only when it is one non-negative integer of
@@ -15,8 +16,8 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Final
 
 from .._leaves.errors import DeadlineExceededBase
 from .._leaves.validate import ATTEMPT_HEADER_REFUSED, MAX_SECONDS, check_seconds, is_number
@@ -29,6 +30,7 @@ __all__ = [
     "EXPIRED_CONTENT_TYPE",
     "EXPIRED_STATUS",
     "MAX_DIGITS",
+    "DeadlineMiddlewareBase",
     "check_app",
     "check_header",
     "check_max_seconds",
@@ -109,6 +111,36 @@ def check_offset(offset: object, max_seconds: float | None) -> float:
             "request that carries a deadline would be answered 504"
         )
     return seconds
+
+
+class DeadlineMiddlewareBase:
+    """What the ASGI and the WSGI ``DeadlineMiddleware`` share: their arguments, checked and
+    kept as attributes, and their repr.
+
+    A subclass names its protocol in ``_kind`` (``"ASGI"`` or ``"WSGI"``), keeps an
+    ``__init__`` of its own (its signature names its kind of application) that calls this
+    one, and reads the header in its ``__call__``.
+    """
+
+    _kind: ClassVar[str]
+
+    app: Callable[..., Any]
+    header: str
+    max_seconds: float | None
+    offset: float
+
+    def __init__(self, app: Callable[..., Any], *, header: str = DEFAULT_HEADER,
+                 max_seconds: float | None = None, offset: float = 0.0) -> None:
+        # No docstring: help() on a subclass's __init__ would show it as that one's.
+        check_app(app, self._kind)
+        self.app = app
+        self.header = check_header(header)
+        self.max_seconds = check_max_seconds(max_seconds)
+        self.offset = check_offset(offset, self.max_seconds)
+
+    def __repr__(self) -> str:
+        return (f"DeadlineMiddleware({self.app!r}, header={self.header!r}, "
+                f"max_seconds={self.max_seconds!r}, offset={self.offset!r})")
 
 
 def _milliseconds(value: str | bytes) -> int | None:
