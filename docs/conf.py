@@ -30,3 +30,13 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_typehints = "signature"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+
+
+def _public_bases(app: object, name: str, obj: object, options: object, bases: list[type]) -> None:
+    """Show a class's public bases only: a private base (the deadline middlewares' shared
+    one) is how the package is built, not part of its API."""
+    bases[:] = [base for base in bases if not base.__module__.startswith("retry_transport._")]
+
+
+def setup(app: object) -> None:
+    app.connect("autodoc-process-bases", _public_bases)  # type: ignore[attr-defined]

@@ -238,3 +238,22 @@ def test_the_errors_pickle_by_their_public_names(package: str, error: str) -> No
     assert (str(back), back.origin, back.remaining, back.extra) == (
         "quiet", "https://api.example.com:443", 2.5, "kept")
     assert back.request.url == request.url
+
+
+def test_httpx_private_attributes_are_named_in_one_module() -> None:
+    """Only ``_wire/http.py`` names the private attributes of httpx's objects it reads."""
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        found = [word for word in ("_uri_reference", '"_list"', "._list") if word in text]
+        assert name == "_wire.http" or not found, (name, found)
+    text = (PACKAGE / "_wire" / "http.py").read_text(encoding="utf-8")
+    assert 'URL_PARTS: Final = "_uri_reference"' in text
+    assert 'HEADER_LINES: Final = "_list"' in text
+
+
+def test_each_stop_reason_constant_is_defined_once() -> None:
+    """The module constants of the stop reasons live beside ``StopReason`` alone."""
+    for name, path in _modules().items():
+        text = path.read_text(encoding="utf-8")
+        found = re.findall(r"^\w+: Final = StopReason\.", text, flags=re.MULTILINE)
+        assert name == "_leaves.models" or not found, (name, found)

@@ -16,7 +16,7 @@ from retry_transport._call.controller import Controller
 from retry_transport._call.core import RetryCall
 from retry_transport._call.options import Settings
 from retry_transport._call.plain import plain_final, plain_first
-from retry_transport._guards.seam import FIRST, Guard, Refusal
+from retry_transport._guards.seam import FIRST, AttemptKind, Guard, Refusal
 from retry_transport._guards.throttle import AdaptiveThrottle
 from retry_transport._io.transports import HTTPX
 from retry_transport._meaning.policy import RetryPolicy
@@ -215,10 +215,11 @@ class Spy:
         self.refuse_on, self.answer = refuse_on, veto
         self.log: list[tuple[Any, ...]] = []
 
-    def admit(self, call: Any, carried: object) -> object:
-        self.log.append(("admit", call.attempt, "FIRST" if carried is FIRST else carried))
+    def admit(self, call: Any, kind: AttemptKind, paid: object) -> object:
+        self.log.append(("admit", call.attempt, "FIRST" if kind is FIRST else paid))
         if call.attempt == self.refuse_on:
-            return Refusal(StopReason.CIRCUIT_OPEN, "circuit_open", call.origin, 1.0, "no")
+            return Refusal(StopReason.CIRCUIT_OPEN, "circuit_open", "no", origin=call.origin,
+                           remaining=1.0)
         return f"ticket {call.attempt}"
 
     def settle(self, call: Any, ticket: object, outcome: Outcome | None) -> None:
@@ -237,8 +238,8 @@ class Spy:
         self.log.append(("veto", outcome.status))
         return self.answer
 
-    def refund(self, call: Any, carried: object) -> None:
-        self.log.append(("refund", carried))
+    def refund(self, call: Any, paid: object) -> None:
+        self.log.append(("refund", paid))
 
 
 def with_guards(*guards: Guard) -> Controller:
@@ -269,7 +270,7 @@ def test_a_veto_stops_the_retry_with_its_reason() -> None:
 def test_a_refusal_settles_the_earlier_tickets_without_a_verdict() -> None:
     first, second = Spy(), Spy(refuse_on=1)
     result = run(with_guards(first, second), Request(), [])
-    assert isinstance(result, HTTPX.circuit_open_error)
+    assert isinstance(result, HTTPX.errors["circuit_open"])
     assert reason_of(result) is StopReason.CIRCUIT_OPEN
     assert first.log == [("admit", 1, "FIRST"), ("settle", "ticket 1", None)]
     assert second.log == [("admit", 1, "FIRST")]
@@ -325,7 +326,7 @@ def test_a_retry_refused_after_its_wait_gives_the_later_vetoes_back() -> None:
     control = with_guards(first, second)
     control.vetoes = (1,)
     result = run(control, Request(), [Response(503)])
-    assert isinstance(result, HTTPX.circuit_open_error)
+    assert isinstance(result, HTTPX.errors["circuit_open"])
     assert ("refund", 7) in second.log
     info = rt_retry_info(result)
     assert (info.attempts, info.retries) == (1, 1)

@@ -225,7 +225,7 @@ def test_a_rate_limit_header_on_a_success_is_still_read() -> None:
 def test_the_origin_is_worked_out_once_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a breaker, a request's origin is spelt out once, retried or not."""
     import retry_transport._call.core as core
-    import retry_transport._guards.seam as guards
+    import retry_transport._guards.breaker as breaker
     import retry_transport._wire.http as http
 
     calls: list[object] = []
@@ -236,7 +236,7 @@ def test_the_origin_is_worked_out_once_per_request(monkeypatch: pytest.MonkeyPat
         return real(url)
 
     monkeypatch.setattr(core, "origin_of", counting)
-    monkeypatch.setattr(guards, "origin_of", counting)
+    monkeypatch.setattr(breaker, "origin_of", counting)
     inner = inner_transport(lambda n: recording(503 if n in (3, 4) else 200, []))
     transport = rt.RetryTransport(inner, breaker=rt.CircuitBreaker(), sleep=no_sleep)
     transport.handle_request(httpx.Request("GET", URL))  # attempt 1: 200

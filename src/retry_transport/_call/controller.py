@@ -17,15 +17,18 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
+from .._guards.breaker import BreakerGuard
+from .._guards.budget import BudgetGuard
 from .._guards.cooldowns import CooldownTable
-from .._guards.seam import BreakerGuard, BudgetGuard, Guard, ThrottleGuard
+from .._guards.seam import Guard
+from .._guards.throttle import ThrottleGuard
 from .._leaves.counting import counter
 from .._leaves.flavour import Flavour, Request
 from .._leaves.fork import track
-from .._leaves.models import Attempt, RetryInfo, RetryStats, StopReason
+from .._leaves.models import NOT_RETRYABLE, SUCCESS, Attempt, RetryInfo, RetryStats, StopReason
 from .._meaning.observe import Observer
 from .._meaning.policy import RetryPolicy
-from .._meaning.rules import NOT_RETRYABLE, ORDER, SUCCESS, Outcome, final
+from .._meaning.rules import ORDER, Outcome, final
 from .hedging import Delays
 from .latency import LatencyTable
 

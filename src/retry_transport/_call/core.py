@@ -32,19 +32,25 @@ from __future__ import annotations
 
 from typing import Any, Final, NoReturn
 
-from .._guards.seam import FIRST, HEDGE, Guard, Hold, Refusal
+from .._guards.seam import FIRST, HEDGE, RETRY, AttemptKind, Guard, Hold, Refusal
 from .._leaves.flavour import Request, Response
-from .._leaves.models import Attempt, RetryInfo, StopReason, new_attempt, new_retry_info
+from .._leaves.models import (
+    DEADLINE,
+    NOT_RETRYABLE,
+    RETRY_AFTER_TOO_LONG,
+    SERVER_DECLINED,
+    Attempt,
+    RetryInfo,
+    StopReason,
+    new_attempt,
+    new_retry_info,
+)
 from .._leaves.validate import check_attempt_header
 from .._meaning import testmode
 from .._meaning.deadlines import Scope, current as ambient_scope
 from .._meaning.observe import Observer, display
 from .._meaning.policy import compute_backoff
 from .._meaning.rules import (
-    DEADLINE,
-    NOT_RETRYABLE,
-    RETRY_AFTER_TOO_LONG,
-    SERVER_DECLINED,
     Outcome,
     classify_error,
     classify_response,
@@ -75,7 +81,7 @@ class _Progress:
     """What happened to a request beyond a plain first attempt: created when first needed,
     so a request that succeeds at once never pays for it."""
 
-    __slots__ = ("ambient", "body", "carried", "deadline_at", "extensions", "hedges", "history",
+    __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "paid",
                  "place", "previous", "skipped", "total_wait")
 
     def __init__(self, base_delay: float) -> None:
@@ -83,7 +89,7 @@ class _Progress:
         self.total_wait = 0.0
         self.previous = base_delay  # the last backoff (decorrelated jitter builds on it)
         # What the guards' vetoes answered for the next attempt (by guard index), or None.
-        self.carried: list[object] | None = None
+        self.paid: list[object] | None = None
         self.deadline_at: float | None = None  # clock time: the policy's deadline
         self.ambient: Scope | None = None  # the ambient deadline (its own clock)
         self.body: bool | None = None  # RetryInfo.body_buffered
@@ -226,38 +232,35 @@ class RetryCall(TimeLeft):
 
     # -- before an attempt -----------------------------------------------------------------
 
-    def _admit(self, carried: object) -> float | None:
-        """Ask each guard to admit the next attempt (``carried``: ``FIRST``, ``HEDGE``, or
-        what the vetoes answered, by guard index); raise the error of a refusal (a hedge's
-        is not raised: the answer is then ``REFUSED``). The tickets are kept as (guard,
+    def _admit(self, kind: AttemptKind, paid: list[object] | None = None) -> float | None:
+        """Ask each guard to admit the next attempt (``paid``, for a retry: what each
+        guard's veto answered, by guard index); raise the error of a refusal (a hedge's is
+        not raised: the answer is then ``REFUSED``). The tickets are kept as (guard,
         ticket) pairs, ``None`` tickets left out. Returns a hold's wait."""
         pairs: list[tuple[Guard, object]] = []
         hold: Hold | None = None
-        first = carried is FIRST
-        same = first or carried is HEDGE  # one answer for every guard
         index = -1
         for guard in self._controller.guards:
             index += 1
-            ticket = guard.admit(self, carried if same or carried is None
-                                 else carried[index])  # type: ignore[index]
+            ticket = guard.admit(self, kind, None if paid is None else paid[index])
             if ticket is None:
                 continue
-            kind = ticket.__class__
-            if kind is Refusal:
+            cls = ticket.__class__
+            if cls is Refusal:
                 self._tickets = pairs
                 self._settle(None)  # the guards that admitted it so far: no verdict
-                if carried is HEDGE:
+                if kind is HEDGE:
                     return REFUSED
-                if not first and carried is not None:  # a retry not sent after all
-                    self._give_back(carried, index + 1)  # type: ignore[arg-type]
+                if paid is not None:  # a retry not sent after all
+                    self._give_back(paid, index + 1)
                 self._refuse(ticket)  # type: ignore[arg-type]
-            if kind is Hold:
+            if cls is Hold:
                 if hold is None or ticket.wait > hold.wait:  # type: ignore[attr-defined]
                     hold = ticket  # type: ignore[assignment]
                 continue
             pairs.append((guard, ticket))
         self._tickets = pairs
-        if hold is None or not first:
+        if hold is None or kind is not FIRST:
             return None
         wait = hold.wait
         self._state().total_wait += wait
@@ -274,16 +277,8 @@ class RetryCall(TimeLeft):
             len(history), len(history), history,
             progress.total_wait if progress is not None else 0.0, refusal.reason,
         )
-        flavour = self._controller.flavour
-        if refusal.error == "throttled":  # its ``remaining`` is the probability
-            error = flavour.throttled_error(refusal.message, origin=refusal.origin,
-                                            probability=refusal.remaining,
-                                            request=self.request)
-        else:
-            kind = (flavour.cooldown_error if refusal.error == "cooldown"
-                    else flavour.circuit_open_error)
-            error = kind(refusal.message, origin=refusal.origin, remaining=refusal.remaining,
-                         request=self.request)
+        error = self._controller.flavour.errors[refusal.error](  # type: ignore[index]
+            refusal.message, request=self.request, **refusal.fields)
         note = None
         if history:
             note = (f"retry-transport: gave up after {len(history)} attempt(s) "
@@ -314,7 +309,7 @@ class RetryCall(TimeLeft):
         retry = len(progress.history) + 1 if progress.history else 0
         left = self._check_deadline(progress)
         if retry and controller.guards:
-            self._admit(progress.carried)
+            self._admit(RETRY, progress.paid)
         if left is None and not retry:
             if header is not None:
                 request.headers[header] = "1"
@@ -472,7 +467,7 @@ class RetryCall(TimeLeft):
         reason = may_retry(outcome, policy, self.enabled, request.method, request.headers,
                            self._stream, controller.flavour, attempt)
         wait = backoff = 0.0
-        carried: list[object] | None = None
+        paid: list[object] | None = None
         if reason is None:
             backoff = compute_backoff(policy, attempt - 1, progress.previous, self.rng)
             wait = backoff + (outcome.floor or 0.0)
@@ -483,7 +478,7 @@ class RetryCall(TimeLeft):
                                  refused=(wait, left))
                     return None
             if controller.vetoes:
-                reason, carried = self._veto(outcome)
+                reason, paid = self._veto(outcome)
         if reason is not None:
             detail = None
             if reason is RETRY_AFTER_TOO_LONG:
@@ -494,7 +489,7 @@ class RetryCall(TimeLeft):
             return None
         self.ready = None  # a retry goes through attempt_request()
         progress.previous = backoff
-        progress.carried = carried
+        progress.paid = paid
         progress.total_wait += wait
         status, error, signal = outcome.status, outcome.error, outcome.signal
         self._keep(progress, new_attempt(status, error, outcome.floor, wait, signal,
@@ -518,15 +513,15 @@ class RetryCall(TimeLeft):
 
     def _veto(self, outcome: Outcome) -> tuple[StopReason | None, list[object] | None]:
         """Ask the guards that veto, in the rule order: the first reason given stops the
-        retry; else what each answered, carried to its admission of the retry."""
+        retry; else what each answered, handed to its admission of the retry."""
         guards = self._controller.guards
-        carried: list[object] = [None] * len(guards)
+        paid: list[object] = [None] * len(guards)
         for index in self._controller.vetoes:
             answer = guards[index].veto(self, outcome)
             if isinstance(answer, StopReason):
                 return answer, None
-            carried[index] = answer
-        return None, carried
+            paid[index] = answer
+        return None, paid
 
     def _to_sleep(self, wait: float) -> float:
         """What the driver sleeps: the wait, or nothing under testing mode (which logs it)."""

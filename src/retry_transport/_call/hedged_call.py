@@ -9,14 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from .._guards.seam import HEDGE, Guard
-from .._leaves.models import Attempt, new_attempt
-from .._meaning.rules import (
-    NOT_RETRYABLE,
-    SERVER_DECLINED,
-    classify_error,
-    classify_response,
-    final_at_once,
-)
+from .._leaves.models import NOT_RETRYABLE, SERVER_DECLINED, Attempt, new_attempt
+from .._meaning.rules import classify_error, classify_response, final_at_once
 from .._wire.http import attach
 from .core import REFUSED, RetryCall
 from .timeleft import MIN_ATTEMPT

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .._leaves.models import RetryInfo, StopReason
+from .._leaves.models import CLOSED, DEADLINE, RetryInfo, StopReason
 from .._wire.http import remember
 
 if TYPE_CHECKING:
@@ -24,8 +24,6 @@ __all__ = ["MIN_ATTEMPT", "TimeLeft"]
 #: with less (it would carry 0).
 MIN_ATTEMPT: Final = 0.001
 
-_DEADLINE: Final = StopReason.DEADLINE
-_CLOSED: Final = StopReason.CLOSED
 
 
 class TimeLeft:
@@ -72,12 +70,12 @@ class TimeLeft:
             self._expired(progress, left)
         return left
 
-    def _give_back(self, carried: list[object], start: int) -> None:
+    def _give_back(self, paid: list[object], start: int) -> None:
         """A retry is not sent after all: what the vetoes of the guards from index
-        ``start`` on took for it (``carried``, by guard index) goes back."""
+        ``start`` on took for it (``paid``, by guard index) goes back."""
         guards = self._controller.guards
         for index in range(start, len(guards)):
-            guards[index].refund(self, carried[index])  # type: ignore[arg-type]  # a RetryCall
+            guards[index].refund(self, paid[index])  # type: ignore[arg-type]  # a RetryCall
 
     def _expired(self, progress: Any, left: float) -> NoReturn:
         """Raise ``DeadlineExceeded``: the deadline passed before this attempt could go."""
@@ -87,14 +85,14 @@ class TimeLeft:
                        f"{len(progress.history) + 1} {shown}")
         else:
             message = f"the deadline passed before the request could be sent {shown}"
-        self._not_sent(progress, _DEADLINE, self._controller.flavour.deadline_error, message)
+        self._not_sent(progress, DEADLINE, self._controller.flavour.deadline_error, message)
 
     def _closed(self, progress: Any) -> NoReturn:
         """Raise the flavour's ``TransportError``: the transport was closed since the
         request began, so its next attempt does not start."""
         message = (f"the transport was closed while this request was under way: attempt "
                    f"{len(progress.history) + 1} was not sent")
-        self._not_sent(progress, _CLOSED, self._controller.flavour.transport_error, message)
+        self._not_sent(progress, CLOSED, self._controller.flavour.transport_error, message)
 
     def _not_sent(self, progress: Any, reason: StopReason, error_class: type[Any],
                   message: str) -> NoReturn:
@@ -103,10 +101,10 @@ class TimeLeft:
         (as for a guard's refusal, ``_refuse``), and what the guards took for it goes
         back."""
         history = tuple(progress.history)
-        carried = progress.carried
-        if history and carried is not None:  # a retry not sent after all
-            progress.carried = None
-            self._give_back(carried, 0)
+        paid = progress.paid
+        if history and paid is not None:  # a retry not sent after all
+            progress.paid = None
+            self._give_back(paid, 0)
         info = RetryInfo(len(history), len(history), history, progress.total_wait, reason)
         note = None
         if history:

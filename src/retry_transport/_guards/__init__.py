@@ -1,3 +1,3 @@
-"""What admits or refuses an attempt: ``seam`` (the protocol the core calls, and the
-adapters of the breaker, budget and throttle), ``breaker``, ``budget``, ``cooldowns`` and
-``throttle``."""
+"""What admits or refuses an attempt: ``seam`` (what the core asks of a guard, and the
+``Guard`` base class with its defaults), then each guard beside its component:
+``breaker``, ``budget``, ``cooldowns`` and ``throttle``."""

@@ -26,17 +26,22 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from .._leaves.counting import LOCK_FREE, PRUNE_AT, Tally, next_prune_at
 from .._leaves.fork import track
-from .._leaves.models import RetryEvent
+from .._leaves.models import CIRCUIT_OPEN, RetryEvent
 from .._leaves.validate import check_callable, check_count, check_hooks, check_number, check_seconds
-from .._meaning.observe import learned
+from .._meaning.observe import Observer, learned
 from .._stores.memory import MemoryStore
-from .._wire.http import normalise
+from .._wire.http import normalise, origin as origin_of
+from .seam import AttemptKind, CallView, Guard, Refusal
 
-__all__ = ["BreakerState", "CircuitBreaker"]
+if TYPE_CHECKING:
+    from .._leaves.flavour import Request
+    from .._meaning.rules import Outcome
+
+__all__ = ["BreakerGuard", "BreakerState", "CircuitBreaker"]
 
 BreakerState = Literal["closed", "open", "half_open"]
 
@@ -458,3 +463,85 @@ class CircuitBreaker:
             entry.quick_until = (entry.index + 1) * self._bucket
         else:
             entry.quick_until = _NEVER
+
+
+def _breakers(call: CallView) -> str:
+    testing = call.testing
+    return "on" if testing is None else testing.breakers
+
+
+class BreakerGuard(Guard):
+    """A :class:`~retry_transport.CircuitBreaker` as a guard: it admits attempts (probes
+    while half-open), counts their outcomes, and vetoes retries while open. Under
+    ``retry_testing(breakers="off")`` it does nothing; with ``"open"`` it refuses all."""
+
+    reason = CIRCUIT_OPEN
+    health = True
+    plain = 0  # no probe
+
+    def __init__(self, breaker: CircuitBreaker, observer: Observer) -> None:
+        self.breaker = breaker
+        self.observer = observer  # the transport's: it tells of the transitions it causes
+
+    @property
+    def quiet(self) -> bool:
+        """Every origin's breaker is closed: every request is let through."""
+        return self.breaker.unclosed == 0
+
+
+    def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
+        """The ticket is the half-open period the attempt probes (0: no probe), or ``None``
+        when testing mode turns breakers off."""
+        breaker = self.breaker
+        mode = _breakers(call)
+        if mode == "off":
+            return None
+        origin = call.origin
+        if mode == "open":
+            remaining: float | None = breaker.break_duration
+            probe = 0
+        else:
+            remaining, probe, transitions = breaker.admit(origin)
+            if transitions:
+                self._tell(transitions, call.request, origin, call.attempt, None, None)
+        if remaining is None:
+            return probe
+        return Refusal(
+            CIRCUIT_OPEN, "circuit_open",
+            f"{origin}: circuit breaker open"
+            + (f", next probe in {remaining:.3f} s" if remaining else ", every probe slot taken")
+            + ": not sent",
+            origin=origin, remaining=remaining,
+        )
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        if ticket is None:
+            return
+        if outcome is None or outcome.failure is None:
+            if ticket:  # a probe without a verdict: its slot goes back
+                self.breaker.release(call.origin, ticket)  # type: ignore[arg-type]
+            return
+        origin = call.origin
+        transitions = self.breaker.record(origin, outcome.failure, ticket)  # type: ignore[arg-type]
+        if transitions:
+            self._tell(transitions, call.request, origin, call.attempt, outcome.status,
+                       outcome.error)
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        origin = origin_of(request.url)
+        transitions = self.breaker.record(origin, outcome.failure is True)
+        if transitions:
+            self._tell(transitions, request, origin, 1, outcome.status, None)
+
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        if _breakers(call) != "off" and self.breaker.is_open(call.origin):
+            return CIRCUIT_OPEN
+        return None
+
+
+    def _tell(self, transitions: list[str], request: Request, origin: str, attempt: int,
+              status: int | None, error: str | None) -> None:
+        breaker = self.breaker
+        self.observer.breaker(transitions, request, origin, attempt, breaker.opened_for(origin),
+                              status, error, breaker.hooks)

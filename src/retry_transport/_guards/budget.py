@@ -9,12 +9,19 @@ total outage allows 100 retries (50 after timeouts) and then each request is sen
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING, Final
 
 from .._leaves.counting import LOCK_FREE, Tally
 from .._leaves.fork import track
+from .._leaves.models import BUDGET_EXHAUSTED
 from .._leaves.validate import check_number
+from .seam import FIRST, HEDGE, AttemptKind, CallView, Guard, Refusal
 
-__all__ = ["RetryBudget"]
+if TYPE_CHECKING:
+    from .._leaves.flavour import Request
+    from .._meaning.rules import Outcome
+
+__all__ = ["BudgetGuard", "RetryBudget"]
 
 
 
@@ -118,3 +125,56 @@ class RetryBudget:
             f"retry_cost={self.retry_cost:g}, timeout_retry_cost={self.timeout_retry_cost:g}, "
             f"success_refund={self.success_refund:g})"
         )
+
+
+#: The ticket of a first attempt: a success puts back ``success_refund``.
+_REFUND: Final = object()
+
+
+class BudgetGuard(Guard):
+    """A :class:`~retry_transport.RetryBudget` as a guard: a retry must be paid for; a
+    request that succeeds puts back what its last retry took (``success_refund`` without
+    a retry)."""
+
+    reason = BUDGET_EXHAUSTED
+    quiet = True  # a first attempt is never refused
+    plain = _REFUND
+
+    def __init__(self, budget: RetryBudget) -> None:
+        self.budget = budget
+        # A success at once puts back success_refund: counted, folded in at the next read.
+        self.tally = budget._tally
+
+    def plain_for(self, request: Request) -> bool:
+        return True
+
+    def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
+        if kind is HEDGE:  # paid for as a retry is; refunded if it wins
+            cost = self.budget.acquire(timeout=False)
+            if cost is None:
+                return Refusal(BUDGET_EXHAUSTED, None,
+                               "no hedge: the retry budget cannot pay for one")
+            return cost
+        return _REFUND if kind is FIRST else paid
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        budget = self.budget
+        if outcome is not None and outcome.success and budget._tokens < budget.capacity:
+            if ticket is _REFUND:
+                budget.release(budget.success_refund)
+            elif isinstance(ticket, (int, float)):
+                budget.release(ticket)
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        budget = self.budget
+        if outcome.success and budget._tokens < budget.capacity:
+            budget.release(budget.success_refund)
+
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        cost = self.budget.acquire(timeout=outcome.timeout)
+        return BUDGET_EXHAUSTED if cost is None else cost
+
+    def refund(self, call: CallView, paid: object) -> None:
+        if isinstance(paid, (int, float)):  # the cost the veto took for the retry
+            self.budget.release(paid)

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from .._leaves.fork import track
-from .._leaves.models import StopReason
+from .._leaves.models import DEADLINE, RETRY_AFTER_TOO_LONG, StopReason
 from .._meaning.policy import compute_backoff
 from .._meaning.rules import Outcome
-from .seam import FIRST, HEDGE, CallView, Hold, Refusal
+from .._wire.http import URL_PARTS
+from .seam import FIRST, HEDGE, AttemptKind, CallView, Guard, Hold, Refusal
 
 if TYPE_CHECKING:
     from .._leaves.flavour import Request
@@ -46,18 +47,13 @@ def _host(origin: str) -> str | None:
         host = host[1:-1]
     return host.lower() if host.isascii() else None
 
-_RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
-_DEADLINE: Final = StopReason.DEADLINE
 
 
-class CooldownTable:
+class CooldownTable(Guard):
     """The origins one transport holds requests for, and until when (its clock's time)."""
 
-    reason = None  # it vetoes no retry: a retry already waits at least the server's time
+    # No veto (a retry already waits at least the server's time) and no ticket.
     learns = True
-    health = False
-    plain: object = None  # it takes no ticket
-    tally = None
 
     #: No cooldown and nothing in the inbox: a first attempt is let through at once. Set
     #: under ``_inbox_lock`` only, False after the change that makes it so.
@@ -96,14 +92,13 @@ class CooldownTable:
 
     # -- the guard -----------------------------------------------------------------------
 
-    def admit(self, call: CallView, carried: object) -> object:
+    def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
         """Before a first attempt: ``None`` (go), a :class:`Hold` (wait first), or a
         :class:`Refusal` (the origin's quiet outlasts what the request may wait). It takes
         no ticket: it learns from responses through :meth:`learn`."""
-        if carried is not FIRST:
-            if carried is HEDGE and self.until and self.left(call.origin, self.clock()) > 0.0:
-                return Refusal(_RETRY_AFTER_TOO_LONG, None, call.origin, 0.0,
-                               "no hedge: the origin asked for quiet")
+        if kind is not FIRST:
+            if kind is HEDGE and self.until and self.left(call.origin, self.clock()) > 0.0:
+                return Refusal(RETRY_AFTER_TOO_LONG, None, "no hedge: the origin asked for quiet")
             return None
         if self.inbox:
             self.take_inbox()
@@ -119,7 +114,7 @@ class CooldownTable:
         signal = self.signals.get(origin, "retry-after")
         limit = policy.max_retry_after
         if remaining > limit:
-            return self._refusal(origin, remaining, signal, _RETRY_AFTER_TOO_LONG,
+            return self._refusal(origin, remaining, signal, RETRY_AFTER_TOO_LONG,
                                  f"more than max_retry_after={limit:g} s")
         # The origin's time is the floor; each held request adds the policy's first
         # jittered backoff step on top, so that the requests it held do not all come back
@@ -127,7 +122,7 @@ class CooldownTable:
         wait = remaining + compute_backoff(policy, 0, policy.base_delay, call.rng)
         left = call.time_left
         if left is not None and wait >= left:
-            return self._refusal(origin, remaining, signal, _DEADLINE,
+            return self._refusal(origin, remaining, signal, DEADLINE,
                                  f"past the deadline ({left:.3f} s left)")
         return Hold(wait, signal)
 
@@ -136,15 +131,10 @@ class CooldownTable:
                  why: str) -> Refusal:
         shown = "Retry-After" if signal == "retry-after" else signal
         return Refusal(
-            reason, "cooldown", origin, remaining,
+            reason, "cooldown",
             f"{origin} asked for quiet ({shown}) for {remaining:.3f} s more, {why}: not sent",
+            origin=origin, remaining=remaining,
         )
-
-    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
-        pass
-
-    def settle_plain(self, request: Request, outcome: Outcome) -> None:
-        pass
 
     def plain_for(self, request: Request) -> bool:
         """Whether ``request``'s host has no cooldown: then it goes as if the table were
@@ -156,10 +146,7 @@ class CooldownTable:
             self._expire(self.clock())
         if self._unsure:
             return False
-        try:  # httpx's and httpx2's parsed URL: (scheme, userinfo, host, port, ...)
-            parts = request.url._uri_reference
-        except AttributeError:
-            return False
+        parts = getattr(request.url, URL_PARTS, None)  # (scheme, userinfo, host, port, ...)
         return isinstance(parts, tuple) and parts[2] not in self._hosts
 
     def learn(self, call: CallView, outcome: Outcome) -> None:
@@ -168,11 +155,6 @@ class CooldownTable:
             # (time stands still in testing mode: no cooldown is started)
             self.start(call.origin, self.clock() + outcome.quiet, outcome.signal)
 
-    def veto(self, call: CallView, outcome: Outcome) -> object:
-        return None
-
-    def refund(self, call: CallView, carried: object) -> None:
-        pass
 
     # -- the table -------------------------------------------------------------------------
 

@@ -34,11 +34,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from .._leaves.counting import PRUNE_AT, next_prune_at
+from .._leaves.counting import PRUNE_AT, counter, next_prune_at
 from .._leaves.fork import track
-from .._leaves.models import RetryEvent
+from .._leaves.models import THROTTLED, RetryEvent
 from .._leaves.validate import (
     check_callable,
     check_hooks,
@@ -46,9 +46,15 @@ from .._leaves.validate import (
     check_seconds,
     check_statuses,
 )
-from .._wire.http import normalise
+from .._meaning.observe import Observer
+from .._wire.http import normalise, origin as origin_of
+from .seam import FIRST, RETRY, AttemptKind, CallView, Guard, Refusal
 
-__all__ = ["AdaptiveThrottle"]
+if TYPE_CHECKING:
+    from .._leaves.flavour import Request
+    from .._meaning.rules import Outcome
+
+__all__ = ["AdaptiveThrottle", "ThrottleGuard"]
 
 #: The window is kept as this many buckets (plus the current one): a count leaves it at
 #: least ``window`` seconds after it was made and at most one bucket (``window / 20``, 6 s
@@ -294,3 +300,75 @@ class AdaptiveThrottle:
 def _statuses(value: object) -> frozenset[int]:
     """``reject_statuses``: an iterable of HTTP status codes (ints in 100..599)."""
     return check_statuses("reject_statuses", value)
+
+
+#: The ticket of an attempt a throttle let through: its outcome is counted.
+_SENT: Final = object()
+
+
+class ThrottleGuard(Guard):
+    """An :class:`~retry_transport.AdaptiveThrottle` as a guard: every attempt (first
+    attempts, retries, hedges, with retries on or off) is judged before it is sent, a retry
+    when it is decided (its veto, before the wait and the budget); the outcome of each one
+    let through is counted. Under ``retry_testing(throttles="off")`` it does nothing; with a
+    number, that is the probability of every refusal."""
+
+    reason = THROTTLED
+    health = True
+    plain = _SENT  # a first attempt let through: its outcome is counted
+
+    def __init__(self, throttle: AdaptiveThrottle, observer: Observer) -> None:
+        self.throttle = throttle
+        self.observer = observer
+        self.refused = counter()  # refusals, for the stats
+
+    @property
+    def quiet(self) -> bool:
+        """No origin's counts could refuse an attempt: first attempts go without asking."""
+        return self.throttle.hot == 0
+
+
+    def _judge(self, call: CallView, attempt: int) -> float | None:
+        """The probability attempt ``attempt`` was refused with, or ``None`` (it goes)."""
+        testing = call.testing
+        forced = None if testing is None else testing.throttles
+        if forced == "off":
+            return None
+        chance = self.throttle.decide(call.origin, None if forced == "on" else forced)
+        if chance is not None:
+            next(self.refused)
+            self.observer.throttled(call.request, attempt, self.throttle.hooks)
+        return chance
+
+    def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
+        if kind is RETRY:
+            return paid  # judged by the veto (_SENT, or None: not judged)
+        chance = self._judge(call, call.attempt)
+        if chance is None:
+            return _SENT
+        origin = call.origin
+        return Refusal(THROTTLED, "throttled" if kind is FIRST else None,
+                       f"{origin}: adaptive throttle refused the attempt locally "
+                       f"(probability {chance:.3f}): not sent",
+                       origin=origin, probability=chance)
+
+    def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
+        if ticket is _SENT and outcome is not None:
+            self._count(call.origin, outcome)
+
+    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+        self._count(origin_of(request.url), outcome)
+
+    def _count(self, origin: str, outcome: Outcome) -> None:
+        """A response counts (an accept unless its status is a reject status); so does a
+        transient error (never an accept); an error that says nothing of the server not."""
+        status = outcome.status
+        if status is not None:
+            self.throttle.record(origin, self.throttle.accepts_status(status))
+        elif outcome.failure:
+            self.throttle.record(origin, False)
+
+
+    def veto(self, call: CallView, outcome: Outcome) -> object:
+        # the retry of the attempt just judged
+        return _SENT if self._judge(call, call.attempt + 1) is None else THROTTLED

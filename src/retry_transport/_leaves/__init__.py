@@ -1,7 +1,8 @@
-"""The leaves: what every tier uses and that imports nothing of the package.
+"""The leaves: what every tier uses, importing nothing from outside this folder.
 
 ``fork`` (locks renewed in a forked child), ``validate`` (the checks of arguments),
 ``models`` (``RetryInfo``, ``Attempt``, ``StopReason``, events and stats), ``flavour`` (what
-the core needs of httpx or httpx2), ``errors`` (the package's httpx errors) and ``contact``
+the core needs of httpx or httpx2), ``errors`` (what each flavour's errors share, and the
+factory that makes them), ``counting`` (lock-free counting, amortised pruning) and ``contact``
 (the ``From`` header).
 """

@@ -11,9 +11,9 @@ so the two bindings cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 __all__ = ["Flavour", "Request", "Response", "URL"]
@@ -81,13 +81,12 @@ class Flavour:
         sync_byte_stream, async_byte_stream: the response body stream base classes.
         sync_base, async_base: the transport base classes.
         sync_transport, async_transport: the default inner transports' classes.
-        cooldown_error: the flavour's ``CooldownError`` (a subclass of its
-            ``TransportError``).
-        circuit_open_error: the flavour's ``CircuitOpenError`` (likewise).
+        errors: the flavour's errors a guard's refusal raises, by the refusal's kind:
+            ``"cooldown"`` (its ``CooldownError``), ``"circuit_open"`` (its
+            ``CircuitOpenError``) and ``"throttled"`` (its ``ThrottledError``), each a
+            subclass of its ``TransportError``.
         deadline_error: the flavour's ``DeadlineExceeded`` (a subclass of its
             ``TimeoutException``).
-        throttled_error: the flavour's ``ThrottledError`` (a subclass of its
-            ``TransportError``).
         transport_error: the flavour's ``TransportError`` (a request under way when its
             transport was closed ends with one).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
@@ -105,10 +104,8 @@ class Flavour:
     async_base: type[Any]
     sync_transport: Callable[..., Any]
     async_transport: Callable[..., Any]
-    cooldown_error: type[Any]
-    circuit_open_error: type[Any]
+    errors: Mapping[str, type[Any]]
     deadline_error: type[Any]
-    throttled_error: type[Any]
     transport_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
@@ -132,10 +129,10 @@ class Flavour:
             async_base=module.AsyncBaseTransport,
             sync_transport=module.HTTPTransport,
             async_transport=module.AsyncHTTPTransport,
-            cooldown_error=cooldown_error,
-            circuit_open_error=circuit_open_error,
+            errors=MappingProxyType({"cooldown": cooldown_error,
+                                     "circuit_open": circuit_open_error,
+                                     "throttled": throttled_error}),
             deadline_error=deadline_error,
-            throttled_error=throttled_error,
             transport_error=module.TransportError,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.

@@ -17,12 +17,17 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 from .._leaves.errors import DeadlineExceededBase
-from .._leaves.validate import ATTEMPT_HEADER_REFUSED, MAX_SECONDS, check_seconds, is_number
+from .._leaves.validate import (
+    ATTEMPT_HEADER_REFUSED,
+    MAX_SECONDS,
+    check_header_name,
+    check_seconds,
+    is_number,
+)
 from .._wire.http import _PATH_PARAMETERS
-from .policy import _TOKEN
 
 __all__ = [
     "DEFAULT_HEADER",
@@ -70,15 +75,9 @@ def check_header(header: object) -> str:
     """A header name (an RFC 9110 token) of its own, as given: never one HTTP defines nor
     ``Idempotency-Key`` (the names a transport refuses for its ``deadline_header``), since
     the digits such a header carries for its own reasons would be read as a deadline."""
-    if not isinstance(header, str) or not _TOKEN.fullmatch(header):
-        raise ValueError(f"header must be a header name, got {header!r}")
-    role = ATTEMPT_HEADER_REFUSED.get(header.lower())
-    if role is not None:
-        raise ValueError(
-            f"header must not be {header!r}, {role}: its value would be read as a deadline; "
-            f"name a header of its own, such as {DEFAULT_HEADER!r}"
-        )
-    return header
+    return cast(str, check_header_name("header", header, ATTEMPT_HEADER_REFUSED,
+                                       why="its value would be read as a deadline",
+                                       example=DEFAULT_HEADER))
 
 
 def check_max_seconds(max_seconds: object) -> float | None:

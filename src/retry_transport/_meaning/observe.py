@@ -18,7 +18,16 @@ from typing import Final, Literal
 from .._leaves.counting import PRUNE_AT, next_prune_at
 from .._leaves.flavour import Request
 from .._leaves.fork import track
-from .._leaves.models import RetryEvent, RetryInfo, StopReason
+from .._leaves.models import (
+    CIRCUIT_OPEN,
+    CLOSED,
+    DISABLED,
+    SUCCESS,
+    THROTTLED,
+    RetryEvent,
+    RetryInfo,
+    StopReason,
+)
 from .._wire.http import origin as origin_of, redact_url
 
 __all__ = ["REFUSAL_LOG_INTERVAL", "RetryHook", "Observer", "emit", "logger"]
@@ -39,11 +48,6 @@ REFUSAL_LOG_INTERVAL: Final = 10.0
 #: this many are held, so the memory stays bounded whatever the servers send.
 _IGNORED_MAX: Final = 1024
 
-_SUCCESS: Final = StopReason.SUCCESS
-_DISABLED: Final = StopReason.DISABLED
-_CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
-_THROTTLED: Final = StopReason.THROTTLED
-_CLOSED: Final = StopReason.CLOSED
 
 
 def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
@@ -127,7 +131,7 @@ class Observer:
         if not self.hooks and not extra:
             return
         event = RetryEvent("throttled", request.method, redact_url(request.url), attempt, 0.0,
-                           None, None, _THROTTLED)
+                           None, None, THROTTLED)
         if self.hooks:
             emit(event, self.hooks)
         if extra:
@@ -153,7 +157,7 @@ class Observer:
         ``detail``: why a rule stopped it (the refused wait and its limit), for the line."""
         reason = info.stop_reason
         method = request.method
-        if reason is _SUCCESS:
+        if reason is SUCCESS:
             if logger.isEnabledFor(logging.INFO):
                 url = redact_url(request.url)
                 logger.info("%s %s succeeded after %d attempts", method, url, info.attempts)
@@ -161,13 +165,13 @@ class Observer:
         last = info.history[-1] if info.history else None
         outcome: object = (last.status or last.error) if last is not None else "no attempt"
         why = reason.value if detail is None else f"{reason.value}: {detail}"
-        if reason is _THROTTLED:
+        if reason is THROTTLED:
             level = logging.WARNING  # the throttle sheds load: never a line per refusal
-        elif reason is _CLOSED:
+        elif reason is CLOSED:
             level = logging.INFO  # the application closed the transport: no failure
         elif info.retries > 0:
             level = logging.ERROR
-        elif reason is _DISABLED or (reason is _CIRCUIT_OPEN and info.attempts == 0):
+        elif reason is DISABLED or (reason is CIRCUIT_OPEN and info.attempts == 0):
             level = logging.DEBUG  # refused by an open breaker: its transition was logged
         else:
             level = logging.WARNING

@@ -33,8 +33,6 @@ _JITTERS: Final = frozenset(get_args(Jitter))
 #: Statuses a retry may fix: 408 Request Timeout, 429 Too Many Requests, 502 Bad Gateway,
 #: 503 Service Unavailable, 504 Gateway Timeout.
 DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
-_TOKEN = TOKEN  # TEMPORARY alias for inherit.py
-
 #: The idempotent methods of RFC 9110 section 9.2.2.
 DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 

@@ -37,8 +37,19 @@ from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple
 
 from .._leaves.flavour import Flavour, Response
-from .._leaves.models import StopReason
+from .._leaves.models import (
+    BODY_NOT_REPLAYABLE,
+    DISABLED,
+    MAX_ATTEMPTS,
+    NOT_RETRYABLE,
+    RETRY_AFTER_TOO_LONG,
+    SERVER_DECLINED,
+    SUCCESS,
+    UNSAFE_METHOD,
+    StopReason,
+)
 from .._wire.http import (
+    HEADER_LINES,
     PLAIN,
     TIMING_HEADERS,
     encoded,
@@ -95,16 +106,6 @@ ORDER: Final = tuple(rule.reason for rule in RULES)
 #: Statuses whose ``Retry-After`` starts a cooldown for the whole origin.
 COOLDOWN_STATUSES: Final = frozenset({429, 503})
 
-# Enum attribute look-ups are slow (Python 3.11): the decisions use module constants.
-SUCCESS: Final = StopReason.SUCCESS
-NOT_RETRYABLE: Final = StopReason.NOT_RETRYABLE
-SERVER_DECLINED: Final = StopReason.SERVER_DECLINED
-DISABLED: Final = StopReason.DISABLED
-UNSAFE_METHOD: Final = StopReason.UNSAFE_METHOD
-BODY_NOT_REPLAYABLE: Final = StopReason.BODY_NOT_REPLAYABLE
-MAX_ATTEMPTS: Final = StopReason.MAX_ATTEMPTS
-RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
-DEADLINE: Final = StopReason.DEADLINE
 
 
 class Outcome:
@@ -190,7 +191,7 @@ def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: 
     # One pass over the header names, each looked up among those known to carry no signal.
     name = None if verdict is None else encoded(verdict)
     plain = PLAIN
-    names = getattr(response.headers, "_list", None)  # what items() reads, unless odd
+    names = getattr(response.headers, HEADER_LINES, None)  # what items() reads, unless odd
     for _, key, _ in names if type(names) is list else items(response):
         if key in plain:  # the usual case: a name known to carry no signal
             if name is not None and key == name:

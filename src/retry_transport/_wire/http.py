@@ -52,6 +52,14 @@ def _spell(scheme: str, host: str, port: int | None) -> str:
 
 #: Origins already spelt out, by what identifies them in the URL: a request looks its
 #: origin up rather than formatting it. Bounded: cleared when full.
+#: The private attributes of httpx's and httpx2's objects the package reads for speed, named
+#: here alone; every read falls back to the public API when one is missing or of another
+#: kind. A URL's parsed parts: a tuple (scheme, userinfo, host, port, ...), the host
+#: lower-case and IDNA-encoded.
+URL_PARTS: Final = "_uri_reference"
+#: A ``Headers``' lines: a list of (raw name, lower-case name, value), all bytes.
+HEADER_LINES: Final = "_list"
+
 _ORIGINS: dict[tuple[object, ...], str] = {}
 _ORIGINS_MAX: Final = 4096
 
@@ -62,7 +70,7 @@ def origin(url: URL) -> str:
     # the host lower-case and IDNA-encoded: its first four make a key at once, where the
     # URL's properties would each work something out.
     try:
-        parts = url._uri_reference
+        parts = url._uri_reference  # URL_PARTS, read as an attribute: the cheaper way here
     except AttributeError:
         parts = None
     key = parts[:4] if isinstance(parts, tuple) else (url.scheme, url.raw_host, url.port)
@@ -148,9 +156,9 @@ def plain_name(key: bytes) -> bool:
 
 
 def items(response: Response) -> list[tuple[bytes, bytes, bytes]]:
-    """The headers as (raw name, lower-case name, value): httpx and httpx2 keep them so in
-    ``_list``, which spares building ``.raw`` and lower-casing every name."""
-    items = getattr(response.headers, "_list", None)
+    """The headers as (raw name, lower-case name, value): httpx and httpx2 keep them so
+    (:data:`HEADER_LINES`), which spares building ``.raw`` and lower-casing every name."""
+    items = getattr(response.headers, HEADER_LINES, None)
     if type(items) is list:
         return items
     return [(key, key.lower(), value) for key, value in response.headers.raw]
@@ -181,7 +189,7 @@ def scan(response: Response, verdict: str | None) -> dict[str, str] | None:
     found: dict[str, str] | None = None
     plain = PLAIN
     lines = 0
-    headers = getattr(response.headers, "_list", None)  # what items() reads, unless odd
+    headers = getattr(response.headers, HEADER_LINES, None)  # what items() reads, unless odd
     for _, key, value in headers if type(headers) is list else items(response):
         if key in plain and key != name:
             continue
