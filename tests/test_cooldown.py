@@ -46,6 +46,17 @@ def test_other_requests_wait_out_the_cooldown(harness: Harness, status: int) -> 
     assert info is not None and info.total_wait == 5.25 and info.attempts == 1
 
 
+def test_a_status_outside_retry_statuses_still_starts_the_cooldown(harness: Harness) -> None:
+    """A 429 with Retry-After that the policy does not retry still cools its origin."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(429, headers={"Retry-After": "5"})
+    transport = harness.transport(router(log, harness, first), retry_statuses={502},
+                                  jitter="none", base_delay=0.25)
+    assert harness.send(transport, url=A).status_code == 429  # final: not retried
+    assert harness.send(transport, url=A).status_code == 200
+    assert harness.waits == [5.25]
+
+
 def test_other_origins_are_unaffected(harness: Harness) -> None:
     """The cooldown is per origin: scheme, host and port."""
     log: list[tuple[str, float]] = []

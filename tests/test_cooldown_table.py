@@ -408,3 +408,13 @@ def test_plain_for_is_unsure_while_the_inbox_holds_anything() -> None:
     cooldowns = table()
     cooldowns.receive_cooldown(B, START + 5.0, "retry-after")
     assert cooldowns.plain_for(httpx.Request("GET", "https://a.example.com/x")) is False
+
+
+def test_the_cooldown_that_fills_the_inbox_is_kept() -> None:
+    """The cooldown whose arrival trims a full inbox is in the inbox afterwards."""
+    cooldowns = table()
+    for number in range(INBOX_LIMIT):
+        cooldowns.receive_cooldown(f"https://h{number}.example:443", START + number, "retry-after")
+    cooldowns.receive_cooldown(B, START + INBOX_LIMIT + 5.0, "retry-after")  # ends last of all
+    assert cooldowns.inbox[B] == (START + INBOX_LIMIT + 5.0, "retry-after")
+    assert len(cooldowns.inbox) == INBOX_LIMIT // 2 + 1

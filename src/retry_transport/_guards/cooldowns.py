@@ -235,12 +235,11 @@ class CooldownTable(Guard):
         if wall is not None and until <= wall:
             return
         with self._inbox_lock:
-            inbox = self.inbox
-            known = inbox.get(origin)
+            known = self.inbox.get(origin)
             if known is None or until > known[0]:
-                if known is None and len(inbox) >= INBOX_LIMIT:
-                    self._trim_inbox(wall)
-                inbox[origin] = (until, signal)
+                if known is None and len(self.inbox) >= INBOX_LIMIT:
+                    self._trim_inbox(wall)  # it may put a new dict in its place
+                self.inbox[origin] = (until, signal)
                 self.quiet = False
 
     def _trim_inbox(self, wall: float | None) -> None:

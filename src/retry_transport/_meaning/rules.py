@@ -181,11 +181,17 @@ def _bare(status: int, retryable: bool) -> Outcome:
 
 def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: bool) -> bool:
     """Whether a first attempt's response is final without a closer look (the quick path):
-    a status outside ``retry_statuses``, and no header that could change that (the server's
-    verdict; with ``pacing``, an exhausted rate-limit quota). Reads header names only."""
+    a status outside ``retry_statuses`` and ``COOLDOWN_STATUSES``, and no header that could
+    change that (the server's verdict; with ``pacing``, an exhausted rate-limit quota).
+    Reads header names only."""
     if status in policy.retry_statuses:
         return False
-    verdict = policy.should_retry_header if status >= 400 else None
+    if status >= 400:
+        if status in COOLDOWN_STATUSES:  # its Retry-After may cool the origin, retried or not
+            return False
+        verdict = policy.should_retry_header
+    else:
+        verdict = None
     if verdict is None and not pacing:
         return True
     # One pass over the header names, each looked up among those known to carry no signal.
