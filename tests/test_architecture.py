@@ -109,7 +109,7 @@ def test_a_folder_imports_only_folders_below_it(folder: str) -> None:
         assert not upward, f"{name} imports {sorted(upward)}"
 
 
-@pytest.mark.parametrize("module", ["_call.core", "_call.plain", "_call.hedged_call"])
+@pytest.mark.parametrize("module", ["_call.core", "_call.quick", "_call.hedged_call"])
 def test_a_request_knows_the_guards_through_the_seam_alone(module: str) -> None:
     """The core, the quick path and the hedged call name no guard component."""
     guards = {target for target in GRAPH[module] if target.split(".")[0] == "_guards"}

@@ -15,7 +15,7 @@ from retry_transport import CircuitBreaker, RetryBudget, StopReason, retry_info 
 from retry_transport._call.controller import Controller
 from retry_transport._call.core import RetryCall
 from retry_transport._call.options import Settings
-from retry_transport._call.plain import plain_final, plain_first
+from retry_transport._call.quick import QuickPath
 from retry_transport._guards.seam import FIRST, AttemptKind, Guard, Refusal
 from retry_transport._guards.throttle import AdaptiveThrottle
 from retry_transport._io.transports import HTTPX
@@ -76,7 +76,7 @@ def run(control: Controller, request: Request, answers: list[Any]) -> Any:
     call: RetryCall | None = None
     stream = request.stream
     try:
-        if not plain_first(control, request):
+        if not control.quick.counted_first(request):
             call = RetryCall(control, request)
         while True:
             if answers and answers[0] is CLOSE:
@@ -86,7 +86,7 @@ def run(control: Controller, request: Request, answers: list[Any]) -> Any:
                 call.attempt_request()
             answer = answers.pop(0)
             if call is None:
-                if not isinstance(answer, Exception) and plain_final(control, request, answer):
+                if not isinstance(answer, Exception) and control.quick.ends(request, answer):
                     return answer
                 call = RetryCall(control, request, plain=True, stream=stream)
             if isinstance(answer, Exception):
@@ -245,8 +245,11 @@ class Spy:
 def with_guards(*guards: Guard) -> Controller:
     control = controller()
     control.guards = tuple(guards)
-    control.watched = tuple(guards)
     control.vetoes = tuple(i for i, g in enumerate(guards) if g.reason is not None)
+    control.quick = QuickPath(control.guards, control.policy, simple=control.quick.simple,
+                              pacing=control.quick.pacing, requests=control.request_counter,
+                              finals=control.finals, final=control.final)
+    control.quick.watched = tuple(guards)  # a spy's quiet is set on the instance
     return control
 
 
@@ -287,7 +290,6 @@ def test_quiet_guards_are_not_asked_and_give_their_plain_ticket() -> None:
     spy = Spy()
     spy.quiet, spy.plain = True, "plain"
     control = with_guards(spy)
-    control.plain, control.plain_guards, control.untallied = ((spy, "plain"),), (spy,), (spy,)
     run(control, Request(), [Response(200)])
     assert spy.log == [("settle_plain", "plain", 200)]
 
@@ -296,7 +298,6 @@ def test_a_plain_first_attempt_that_is_not_final_is_settled_as_any_other() -> No
     spy = Spy()
     spy.quiet, spy.plain = True, "plain"
     control = with_guards(spy)
-    control.plain, control.plain_guards, control.untallied = ((spy, "plain"),), (spy,), (spy,)
     run(control, Request(), [Response(503), Response(200)])
     assert spy.log == [("settle", "plain", 503), ("admit", 2, None), ("settle", "ticket 2", 200)]
 
@@ -305,7 +306,6 @@ def test_a_plain_first_attempt_that_fails_is_settled_as_any_other() -> None:
     spy = Spy()
     spy.quiet, spy.plain = True, "plain"
     control = with_guards(spy)
-    control.plain, control.plain_guards, control.untallied = ((spy, "plain"),), (spy,), (spy,)
     result = run(control, Request(), [httpx.ConnectError("refused"), Response(404)])
     assert result.status_code == 404
     assert spy.log == [("settle", "plain", None), ("admit", 2, None), ("settle", "ticket 2", 404)]

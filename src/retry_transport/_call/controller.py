@@ -31,6 +31,7 @@ from .._meaning.policy import RetryPolicy
 from .._meaning.rules import ORDER, Outcome, final
 from .hedging import Delays
 from .latency import LatencyTable
+from .quick import QuickPath
 
 if TYPE_CHECKING:
     from .options import Settings
@@ -113,23 +114,6 @@ class Controller:
         if budget is not None:
             guards.append(BudgetGuard(budget))
         self.guards: tuple[Guard, ...] = tuple(guards)
-        #: The tickets of a first attempt while every guard is quiet.
-        self.plain: tuple[tuple[Guard, object], ...] = tuple(
-            (guard, guard.plain) for guard in guards if guard.plain is not None
-        )
-        #: The guards that give a plain ticket, in admission order.
-        self.plain_guards: tuple[Guard, ...] = tuple(guard for guard, _ in self.plain)
-        #: For a plain first attempt's success: the guards' tallies, and those without one.
-        self.tallies: tuple[Callable[[], object], ...] = tuple(
-            guard.tally for guard in self.plain_guards if guard.tally is not None
-        )
-        self.untallied: tuple[Guard, ...] = tuple(
-            guard for guard in self.plain_guards if guard.tally is None
-        )
-        #: The guards that may stop being quiet (a class-level ``quiet = True`` never does).
-        self.watched: tuple[Guard, ...] = tuple(
-            guard for guard in guards if getattr(type(guard), "quiet", None) is not True
-        )
         #: The guards that learn from what responses say (an origin asking for quiet).
         self.learners: tuple[Guard, ...] = tuple(g for g in guards if g.learns)
         #: Indexes into ``guards`` of those that veto retries, in the rule order.
@@ -137,13 +121,6 @@ class Controller:
             (index for index, guard in enumerate(guards) if guard.reason is not None),
             key=lambda index: ORDER.index(guards[index].reason),
         ))
-        #: Whether a first attempt may go as it is while the guards are quiet (the transport's
-        #: policy; a request's override is looked at per request): no header to add, no
-        #: deadline to clip timeouts by, no body to read before handing it over.
-        self.simple = (not self.prepares and self.attempt_header is None
-                       and policy.deadline is None and not policy.retry_body_errors)
-        #: Whether the quick path must look for an exhausted rate-limit quota.
-        self.pacing = cooldown and policy.respect_rate_limits
         self._lock = threading.Lock()
         track(self)  # a forked child gets a new lock
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
@@ -157,6 +134,13 @@ class Controller:
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
         # immutable, so one pair serves every such response.
         self.finals: dict[int, tuple[RetryInfo, Outcome]] = {}
+        #: The quick path: a first attempt sent as it is and answered at once.
+        self.quick = QuickPath(
+            self.guards, policy,
+            simple=(not self.prepares and self.attempt_header is None
+                    and policy.deadline is None and not policy.retry_body_errors),
+            pacing=cooldown and policy.respect_rate_limits,
+            requests=self.request_counter, finals=self.finals, final=self.final)
 
     def _renew_locks(self) -> None:
         self._lock = threading.Lock()

@@ -123,7 +123,7 @@ class RetryCall(TimeLeft):
         to wait before it) or ``None``; ``ready`` is the request to send as it is, or
         ``None`` when :meth:`attempt_request` has something to do first.
 
-        ``plain``: the first attempt was already sent as ``_plain.plain_first`` allowed (the
+        ``plain``: the first attempt was already sent as the quick path allowed (the
         request counted, the guards' plain tickets given), with the body ``stream`` (the
         request's stream before it was sent): the call takes over from its outcome.
         ``closes``: the transport's close count when the request began (default: now).
@@ -149,7 +149,7 @@ class RetryCall(TimeLeft):
         if plain:  # sent under the transport's own policy: whatever the request says now
             self.testing = None
             self.policy = controller.policy
-            self._tickets = controller.plain
+            self._tickets = controller.quick.tickets
             return
         policy = controller.policy
         override = request.extensions.get("retry")
@@ -180,12 +180,12 @@ class RetryCall(TimeLeft):
                 self._tickets = _NO_TICKETS
                 self._check_deadline(progress)
         if testing is None:
-            for guard in controller.watched:
+            for guard in controller.quick.watched:
                 if not guard.quiet and not guard.plain_for(request):
                     self._tickets = _NO_TICKETS
                     self.wait = self._admit(FIRST)
                     return
-            self._tickets = controller.plain  # every guard would let it through plainly
+            self._tickets = controller.quick.tickets  # every guard would let it through
             if self._progress is None and controller.attempt_header is None:
                 self.ready = request
             return
@@ -407,7 +407,7 @@ class RetryCall(TimeLeft):
         status = response.status_code
         controller = self._controller
         if self._progress is None and final_at_once(response, status, self.policy,
-                                                    controller.pacing):
+                                                    controller.quick.pacing):
             # One attempt, nothing waited, nothing to retry: the shared, immutable metadata.
             info, outcome = controller.final(status)
             attach(response, info)

@@ -192,7 +192,7 @@ class HedgedCall(RetryCall):
             progress = self._progress
             status = result.status_code
             if ((progress is None or (not progress.history and not progress.total_wait))
-                    and final_at_once(result, status, self.policy, controller.pacing)):
+                    and final_at_once(result, status, self.policy, controller.quick.pacing)):
                 info, outcome = controller.final(status)
                 attach(result, info)
                 tickets, slot.tickets = slot.tickets, []

@@ -23,7 +23,7 @@ of a request, the core (``_call/core.py``, ``RetryCall``):
 
 A guard that is ``quiet`` (it would only answer its ``plain`` ticket) is not asked to admit a
 first attempt; when every guard is quiet, the drivers send the first attempt without a call
-at all (``_call/plain.py``), and an answer final at once is settled by ``settle_plain``,
+at all (``_call/quick.py``), and an answer final at once is settled by ``settle_plain``,
 told the request alone, or for a success by the guard's ``tally``, a lock-free counter.
 
 Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two

@@ -33,7 +33,6 @@ from .._call.options import (
     TransportOptions,
     configure,
 )
-from .._call.plain import plain_final, plain_first
 from .._guards.breaker import CircuitBreaker
 from .._guards.throttle import AdaptiveThrottle
 from .._leaves.flavour import Flavour, Request, Response
@@ -342,8 +341,8 @@ class SyncRetry(_Common, Generic[_Sync]):
             self._first(request)
         controller = self._controller
         closes = controller.closes
-        # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else self._call(request, closes)
+        # None while the first attempt goes as it is (the usual case: the quick path).
+        call = None if controller.quick.counted_first(request) else self._call(request, closes)
         stream = request.stream
         race = None  # a plain first attempt that a hedge may join, on a worker
         if call is None and controller.hedging is not None:
@@ -395,7 +394,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                             return done
                         continue
                 if call is None:
-                    if plain_final(controller, request, response):
+                    if controller.quick.ends(request, response):
                         return response
                     call = RetryCall(controller, request, plain=True, stream=stream,
                                          closes=closes)
@@ -553,8 +552,8 @@ class AsyncRetry(_Common, Generic[_Async]):
             self._first(request)
         controller = self._controller
         closes = controller.closes
-        # None while the first attempt goes as it is (the usual case: see plain_first).
-        call = None if plain_first(controller, request) else self._call(request, closes)
+        # None while the first attempt goes as it is (the usual case: the quick path).
+        call = None if controller.quick.counted_first(request) else self._call(request, closes)
         stream = request.stream
         race = None  # a plain first attempt that a hedge may join (asyncio)
         if call is None and controller.hedging is not None:
@@ -604,7 +603,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                             return done
                         continue
                 if call is None:
-                    if plain_final(controller, request, response):
+                    if controller.quick.ends(request, response):
                         return response
                     call = RetryCall(controller, request, plain=True, stream=stream,
                                          closes=closes)

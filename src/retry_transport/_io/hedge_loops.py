@@ -225,7 +225,7 @@ def _over(verdict: str, result: Response | BaseException, wait: float | None) ->
 class SyncHedger:
     """A sync transport's hedged tries: what they need of the transport, kept once.
 
-    A plain first attempt (``_plain.plain_first``) runs on a worker thread while the
+    A plain first attempt (``QuickPath.counted_first``) runs on a worker thread while the
     caller waits for it on a lock, for the hedging delay at most (:class:`SyncRace`): an
     answer before it costs the hand-over to the worker. Once the delay is over, the try
     goes on in :func:`sync_try`, which sends the hedges and takes the first's outcome as
@@ -596,7 +596,7 @@ class AsyncHedger:
 
     def start(self, transport: Any, request: Request, closes: int, stream: object
               ) -> tuple[HedgedCall | None, _Race | None]:
-        """A plain first attempt of ``request`` (``_plain.plain_first``), when hedging: on
+        """A plain first attempt of ``request`` (``QuickPath.counted_first``), when hedging: on
         asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
         runs in a task group (``(call, None)``); ``(None, None)`` for a request that may
         not be hedged, which goes plainly."""

@@ -1,0 +1,97 @@
+"""The quick path: most requests are sent once and answered with a final answer.
+
+For them the drivers make no :class:`~._call.core.RetryCall`: the transport's
+:class:`QuickPath` says whether the first attempt goes as it is, counting the request when
+so (:meth:`QuickPath.counted_first`), and whether what came back ends the request
+(:meth:`QuickPath.ends`). Anything else (an error, a response that is not final at once) is
+handed to ``RetryCall(controller, request, plain=True)``, which takes over from that outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from .._guards.seam import Guard
+from .._leaves.flavour import Request, Response
+from .._leaves.models import RetryInfo
+from .._meaning import testmode
+from .._meaning.deadlines import current as ambient_scope
+from .._meaning.policy import RetryPolicy
+from .._meaning.rules import Outcome, final_at_once
+from .._wire.http import attach
+
+__all__ = ["QuickPath"]
+
+
+class QuickPath:
+    """What the quick path reads of a transport, gathered once when the transport is built:
+    the guards' idle tickets and who settles them, and whether the transport's own settings
+    let a first attempt go as it is."""
+
+    __slots__ = ("_final", "_finals", "_policy", "_requests", "guards", "pacing", "simple",
+                 "tallies", "tickets", "untallied", "watched")
+
+    def __init__(self, guards: tuple[Guard, ...], policy: RetryPolicy, *, simple: bool,
+                 pacing: bool, requests: Iterator[int],
+                 finals: dict[int, tuple[RetryInfo, Outcome]],
+                 final: Callable[[int], tuple[RetryInfo, Outcome]]) -> None:
+        #: The tickets of a first attempt while every guard is quiet: (guard, its ``plain``).
+        self.tickets: tuple[tuple[Guard, object], ...] = tuple(
+            (guard, guard.plain) for guard in guards if guard.plain is not None)
+        #: The guards that give such a ticket, in admission order.
+        self.guards: tuple[Guard, ...] = tuple(guard for guard, _ in self.tickets)
+        #: For a success at once: the guards' tallies, and the guards without one.
+        self.tallies: tuple[Callable[[], object], ...] = tuple(
+            guard.tally for guard in self.guards if guard.tally is not None)
+        self.untallied: tuple[Guard, ...] = tuple(
+            guard for guard in self.guards if guard.tally is None)
+        #: The guards that may stop being quiet (a class-level ``quiet = True`` never does).
+        self.watched: tuple[Guard, ...] = tuple(
+            guard for guard in guards if getattr(type(guard), "quiet", None) is not True)
+        #: Whether the transport's settings let a first attempt go as it is: no header to
+        #: add, no deadline to clip timeouts by, no body to read before handing it over.
+        self.simple = simple
+        #: Whether an answer's headers are looked at for an exhausted rate-limit quota.
+        self.pacing = pacing
+        self._policy = policy
+        self._requests = requests
+        self._finals = finals
+        self._final = final
+
+    def counted_first(self, request: Request) -> bool:
+        """Whether ``request``'s first attempt goes as it is, the guards' idle tickets given
+        (the transport's own policy: no override, no testing mode, no ambient deadline;
+        every guard quiet or idle for this request); the request is counted when so."""
+        if (
+            not self.simple
+            or testmode.active is not None
+            or request.extensions.get("retry") is not None
+            or ambient_scope() is not None
+        ):
+            return False
+        for guard in self.watched:
+            if not guard.quiet and not guard.plain_for(request):
+                return False
+        next(self._requests)
+        return True
+
+    def ends(self, request: Request, response: Response) -> bool:
+        """After a quick first attempt: whether ``response`` ends the request at once; if
+        so, its metadata is attached and the idle tickets are settled with its outcome."""
+        status = response.status_code
+        if not final_at_once(response, status, self._policy, self.pacing):
+            return False
+        info, outcome = self._finals.get(status) or self._final(status)
+        try:  # attach()'s usual case, without the call
+            response.extensions["retry"] = info
+        except TypeError:  # a mapping that cannot be written to: attach() replaces it
+            attach(response, info)
+        if outcome.success:
+            for tally in self.tallies:
+                tally()
+            for guard in self.untallied:
+                guard.settle_plain(request, outcome)
+        else:
+            for guard in self.guards:
+                guard.settle_plain(request, outcome)
+        return True
