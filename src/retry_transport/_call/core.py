@@ -40,7 +40,6 @@ from .._leaves.models import (
     RETRY_AFTER_TOO_LONG,
     SERVER_DECLINED,
     Attempt,
-    RetryInfo,
     StopReason,
     new_attempt,
     new_retry_info,
@@ -253,6 +252,7 @@ class RetryCall(TimeLeft):
                     return REFUSED
                 if paid is not None:  # a retry not sent after all
                     self._give_back(paid, index + 1)
+                    self._state().paid = None  # given back, once
                 self._refuse(ticket)  # type: ignore[arg-type]
             if cls is Hold:
                 if hold is None or ticket.wait > hold.wait:  # type: ignore[attr-defined]
@@ -268,24 +268,11 @@ class RetryCall(TimeLeft):
         return self._to_sleep(wait)
 
     def _refuse(self, refusal: Refusal) -> NoReturn:
-        """Raise a guard's refusal, with the request's metadata. Refused before a retry
-        (the breaker opened while it waited), the retry that was waited for counts in
-        ``retries``, as it does in the transport's stats, though it was not sent."""
-        progress = self._progress
-        history = tuple(progress.history) if progress is not None else ()
-        info = RetryInfo(
-            len(history), len(history), history,
-            progress.total_wait if progress is not None else 0.0, refusal.reason,
-        )
+        """Raise a guard's refusal, the flavour's error of its kind, with the request's
+        metadata (before a retry, the retry waited for counts in ``retries``)."""
         error = self._controller.flavour.errors[refusal.error](  # type: ignore[index]
             refusal.message, request=self.request, **refusal.fields)
-        note = None
-        if history:
-            note = (f"retry-transport: gave up after {len(history)} attempt(s) "
-                    f"({refusal.reason.value}): the retry waited for was refused, not sent")
-        remember(error, info, note)
-        self._controller.note_finish(self.request, info, failed_retryable=True)
-        raise error
+        self._not_sent(self._progress, refusal.reason, error, "refused, not sent")
 
     def attempt_request(self) -> Request:
         """The request to send now: with a deadline, its timeouts end within the time left;

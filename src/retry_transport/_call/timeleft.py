@@ -85,34 +85,37 @@ class TimeLeft:
                        f"{len(progress.history) + 1} {shown}")
         else:
             message = f"the deadline passed before the request could be sent {shown}"
-        self._not_sent(progress, DEADLINE, self._controller.flavour.deadline_error, message)
+        self._not_sent(progress, DEADLINE,
+                       self._controller.flavour.deadline_error(message, request=self.request))
 
     def _closed(self, progress: Any) -> NoReturn:
         """Raise the flavour's ``TransportError``: the transport was closed since the
         request began, so its next attempt does not start."""
         message = (f"the transport was closed while this request was under way: attempt "
                    f"{len(progress.history) + 1} was not sent")
-        self._not_sent(progress, CLOSED, self._controller.flavour.transport_error, message)
+        self._not_sent(progress, CLOSED,
+                       self._controller.flavour.transport_error(message, request=self.request))
 
-    def _not_sent(self, progress: Any, reason: StopReason, error_class: type[Any],
-                  message: str) -> NoReturn:
-        """End the request before an attempt is sent, raising ``error_class(message)`` with
-        its metadata. Before a retry, the retry that was waited for counts in ``retries``
-        (as for a guard's refusal, ``_refuse``), and what the guards took for it goes
-        back."""
-        history = tuple(progress.history)
-        paid = progress.paid
-        if history and paid is not None:  # a retry not sent after all
-            progress.paid = None
-            self._give_back(paid, 0)
-        info = RetryInfo(len(history), len(history), history, progress.total_wait, reason)
+    def _not_sent(self, progress: Any, reason: StopReason, error: BaseException,
+                  what: str = "not sent") -> NoReturn:
+        """End the request before an attempt is sent (its deadline passed, its transport
+        was closed, a guard refused it), raising ``error`` with the request's metadata.
+        Before a retry, the retry that was waited for counts in ``retries`` (as it does in
+        the transport's stats), and what the guards' vetoes took for it goes back."""
+        history: tuple[Any, ...] = ()
+        total_wait = 0.0
+        if progress is not None:
+            history, total_wait = tuple(progress.history), progress.total_wait
+            paid = progress.paid
+            if history and paid is not None:  # a retry not sent after all
+                progress.paid = None
+                self._give_back(paid, 0)
+        info = RetryInfo(len(history), len(history), history, total_wait, reason)
         note = None
         if history:
             note = (f"retry-transport: gave up after {len(history)} attempt(s) "
-                    f"({reason.value}): the retry waited for was not sent")
-        request = self.request
-        error = error_class(message, request=request)
+                    f"({reason.value}): the retry waited for was {what}")
         remember(error, info, note)
-        self._controller.note_finish(request, info, failed_retryable=True)
+        self._controller.note_finish(self.request, info, failed_retryable=True)
         raise error
 
