@@ -174,7 +174,7 @@ def test_the_table_is_quiet_only_without_cooldowns(ends: tuple[float, ...], elap
         cooldowns.start(f"https://host{number}.example:443", START + end)
     clock.now = START + elapsed
     cooldowns.left(A, clock())
-    assert cooldowns.quiet is quiet
+    assert cooldowns.idle is quiet
 
 
 def test_the_inbox_is_bounded_and_keeps_the_latest_ending() -> None:
@@ -203,7 +203,7 @@ def test_the_inbox_keeps_the_latest_cooldown_per_origin(first: float, second: fl
     cooldowns.receive_cooldown(A, first, "retry-after")
     cooldowns.receive_cooldown(A, second, "ratelimit")
     assert cooldowns.inbox[A][0] == kept
-    assert cooldowns.quiet is False
+    assert cooldowns.idle is False
 
 
 # -- sharing through a store -------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_a_received_cooldown_already_over_is_not_kept() -> None:
     cooldowns = table(store=store)
     cooldowns.receive_cooldown(A, 5000.0, "retry-after")
     assert cooldowns.inbox == {}
-    assert cooldowns.quiet is True
+    assert cooldowns.idle is True
 
 
 # -- the guard: admitting first attempts, hedges and retries ------------------------------------
@@ -366,10 +366,10 @@ def test_the_table_vetoes_no_retry() -> None:
     assert cooldowns.veto(Call(), Outcome(503, None, True)) is None  # type: ignore[arg-type]
 
 
-# -- plain_for: requests to hosts without a cooldown ----------------------------------------------
+# -- idle_for: requests to hosts without a cooldown ----------------------------------------------
 
 #: (origin cooling, request URL, plain)
-PLAIN: list[Any] = [
+SIGNAL_FREE: list[Any] = [
     pytest.param(None, "https://a.example.com/x", True, id="nothing-cools"),
     pytest.param(A, "https://a.example.com/x", False, id="cooling-host"),
     pytest.param(A, "https://A.EXAMPLE.COM/x", False, id="cooling-host-any-case"),
@@ -382,32 +382,32 @@ PLAIN: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize(("cooling", "url", "plain"), PLAIN)
-def test_plain_for(cooling: str | None, url: str, plain: bool) -> None:
+@pytest.mark.parametrize(("cooling", "url", "plain"), SIGNAL_FREE)
+def test_idle_for(cooling: str | None, url: str, plain: bool) -> None:
     """A request goes the quick way only when its host surely has no cooldown."""
     cooldowns = table()
     if cooling is not None:
         cooldowns.start(cooling, START + 5.0)
-    assert cooldowns.plain_for(httpx.Request("GET", url)) is plain
+    assert cooldowns.idle_for(httpx.Request("GET", url)) is plain
 
 
-def test_plain_for_again_once_the_cooldown_is_over() -> None:
+def test_idle_for_again_once_the_cooldown_is_over() -> None:
     """When the host's cooldown ends, its requests go the quick way again."""
     clock = FakeClock()
     cooldowns = table(clock)
     cooldowns.start("https://b\u00fccher.example:443", START + 5.0)
     cooldowns.start(A, START + 5.0)
     request = httpx.Request("GET", "https://a.example.com/x")
-    assert cooldowns.plain_for(request) is False
+    assert cooldowns.idle_for(request) is False
     clock.now = START + 5.0
-    assert cooldowns.plain_for(request) is True
+    assert cooldowns.idle_for(request) is True
 
 
-def test_plain_for_is_unsure_while_the_inbox_holds_anything() -> None:
+def test_idle_for_is_unsure_while_the_inbox_holds_anything() -> None:
     """A received cooldown not applied yet makes every request take the long way."""
     cooldowns = table()
     cooldowns.receive_cooldown(B, START + 5.0, "retry-after")
-    assert cooldowns.plain_for(httpx.Request("GET", "https://a.example.com/x")) is False
+    assert cooldowns.idle_for(httpx.Request("GET", "https://a.example.com/x")) is False
 
 
 def test_the_cooldown_that_fills_the_inbox_is_kept() -> None:

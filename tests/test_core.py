@@ -88,7 +88,7 @@ def run(control: Controller, request: Request, answers: list[Any]) -> Any:
             if call is None:
                 if not isinstance(answer, Exception) and control.quick.ends(request, answer):
                     return answer
-                call = RetryCall(control, request, plain=True, stream=stream)
+                call = RetryCall(control, request, quick=True, stream=stream)
             if isinstance(answer, Exception):
                 if call.on_error(answer) is None:
                     return answer
@@ -205,13 +205,13 @@ class Spy:
     """A guard that records what the core asks and tells it."""
 
     learns = False
-    plain = None
+    idle_ticket = None
     tally = None
 
     def __init__(self, reason: StopReason | None = None, refuse_on: int = 0,
                  veto: object = None) -> None:
         self.reason = reason
-        self.quiet = False
+        self.idle = False
         self.refuse_on, self.answer = refuse_on, veto
         self.log: list[tuple[Any, ...]] = []
 
@@ -225,11 +225,11 @@ class Spy:
     def settle(self, call: Any, ticket: object, outcome: Outcome | None) -> None:
         self.log.append(("settle", ticket, None if outcome is None else outcome.status))
 
-    def plain_for(self, request: Any) -> bool:
+    def idle_for(self, request: Any) -> bool:
         return False
 
-    def settle_plain(self, request: Any, outcome: Outcome) -> None:
-        self.log.append(("settle_plain", self.plain, outcome.status))
+    def settle_idle(self, request: Any, outcome: Outcome) -> None:
+        self.log.append(("settle_idle", self.idle_ticket, outcome.status))
 
     def learn(self, call: Any, outcome: Outcome) -> None:
         pass
@@ -288,15 +288,15 @@ def test_an_abandoned_attempt_is_settled_without_a_verdict() -> None:
 
 def test_quiet_guards_are_not_asked_and_give_their_plain_ticket() -> None:
     spy = Spy()
-    spy.quiet, spy.plain = True, "plain"
+    spy.idle, spy.idle_ticket = True, "plain"
     control = with_guards(spy)
     run(control, Request(), [Response(200)])
-    assert spy.log == [("settle_plain", "plain", 200)]
+    assert spy.log == [("settle_idle", "plain", 200)]
 
 
 def test_a_plain_first_attempt_that_is_not_final_is_settled_as_any_other() -> None:
     spy = Spy()
-    spy.quiet, spy.plain = True, "plain"
+    spy.idle, spy.idle_ticket = True, "plain"
     control = with_guards(spy)
     run(control, Request(), [Response(503), Response(200)])
     assert spy.log == [("settle", "plain", 503), ("admit", 2, None), ("settle", "ticket 2", 200)]
@@ -304,7 +304,7 @@ def test_a_plain_first_attempt_that_is_not_final_is_settled_as_any_other() -> No
 
 def test_a_plain_first_attempt_that_fails_is_settled_as_any_other() -> None:
     spy = Spy()
-    spy.quiet, spy.plain = True, "plain"
+    spy.idle, spy.idle_ticket = True, "plain"
     control = with_guards(spy)
     result = run(control, Request(), [httpx.ConnectError("refused"), Response(404)])
     assert result.status_code == 404

@@ -276,7 +276,7 @@ class Recovery:
             transport=rt.RetryTransport(breaker=self.breaker, hedging=rt.Hedging(delay),
                                         attempt_header=ATTEMPT),
             timeout=client_timeout())
-        self.plain = httpx.Client(transport=rt.RetryTransport(breaker=self.breaker),
+        self.idle_ticket = httpx.Client(transport=rt.RetryTransport(breaker=self.breaker),
                                   timeout=client_timeout())
 
     def __enter__(self) -> Recovery:
@@ -284,7 +284,7 @@ class Recovery:
 
     def __exit__(self, *exc: object) -> None:
         self.hedged.close()  # waits for a loser still on the wire
-        self.plain.close()
+        self.idle_ticket.close()
 
     def _note(self, event: Any) -> None:
         self.events.append((time.monotonic(), event.kind))
@@ -299,7 +299,7 @@ class Recovery:
         """Open the breaker with ``FAILS`` 503s, watch the server from then on, and end the
         break: the next attempt admitted is the probe."""
         for _ in range(FAILS):
-            response = self.plain.get(self.server.url + "/fail", extensions=OFF)
+            response = self.idle_ticket.get(self.server.url + "/fail", extensions=OFF)
             assert response.status_code == 503
         assert self.breaker.state(self.server.url) == "open"
         self.server.watch()
@@ -312,7 +312,7 @@ class Recovery:
         end = time.monotonic() + WAIT
         while time.monotonic() < end:
             try:
-                response = self.plain.get(self.server.url + "/second", extensions=OFF)
+                response = self.idle_ticket.get(self.server.url + "/second", extensions=OFF)
             except rt.CircuitOpenError:
                 knocks.refusals += 1
                 time.sleep(KNOCK_EVERY)

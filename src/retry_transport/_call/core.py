@@ -77,7 +77,7 @@ _NO_TICKETS: Final[tuple[tuple[Guard, object], ...]] = ()
 
 
 class _Progress:
-    """What happened to a request beyond a plain first attempt: created when first needed,
+    """What happened to a request beyond a quick first attempt: created when first needed,
     so a request that succeeds at once never pays for it."""
 
     __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "paid",
@@ -116,13 +116,13 @@ class RetryCall(TimeLeft):
     #: Whether the first try is hedged (``_hedged_call.HedgedCall``).
     hedged = False
 
-    def __init__(self, controller: Controller, request: Request, *, plain: bool = False,
+    def __init__(self, controller: Controller, request: Request, *, quick: bool = False,
                  stream: object = None, closes: int | None = None) -> None:
         """Start one request and admit its first attempt: ``wait`` is a guard's hold (seconds
         to wait before it) or ``None``; ``ready`` is the request to send as it is, or
         ``None`` when :meth:`attempt_request` has something to do first.
 
-        ``plain``: the first attempt was already sent as the quick path allowed (the
+        ``quick``: the first attempt was already sent as the quick path allowed (the
         request counted, the guards' plain tickets given), with the body ``stream`` (the
         request's stream before it was sent): the call takes over from its outcome.
         ``closes``: the transport's close count when the request began (default: now).
@@ -137,7 +137,7 @@ class RetryCall(TimeLeft):
         self._closes = controller.closes if closes is None else closes
         # The body as it is before the first attempt: whether it can be sent again is
         # judged from this stream, whatever the inner transport does to the request.
-        self._stream = stream if plain else request.stream
+        self._stream = stream if quick else request.stream
         self._progress: _Progress | None = None
         self._origin: str | None = None
         # The attempt in flight's record: (guard, ticket) for each guard that gave one.
@@ -145,7 +145,7 @@ class RetryCall(TimeLeft):
         self.enabled = True
         self.wait: float | None = None
         self.ready: Request | None = None
-        if plain:  # sent under the transport's own policy: whatever the request says now
+        if quick:  # sent under the transport's own policy: whatever the request says now
             self.testing = None
             self.policy = controller.policy
             self._tickets = controller.quick.tickets
@@ -180,7 +180,7 @@ class RetryCall(TimeLeft):
                 self._check_deadline(progress)
         if testing is None:
             for guard in controller.quick.watched:
-                if not guard.quiet and not guard.plain_for(request):
+                if not guard.idle and not guard.idle_for(request):
                     self._tickets = _NO_TICKETS
                     self.wait = self._admit(FIRST)
                     return

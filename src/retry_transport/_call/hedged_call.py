@@ -67,7 +67,7 @@ class HedgedCall(RetryCall):
                  "losers_run")
 
     def __init__(self, controller: Controller, request: Request, hedging: Hedging,
-                 closes: int | None = None, *, plain: bool = False,
+                 closes: int | None = None, *, quick: bool = False,
                  stream: object = None) -> None:
         self._slots: list[Slot] = []
         self._current: Slot | None = None
@@ -79,7 +79,7 @@ class HedgedCall(RetryCall):
         #: thread cannot be stopped) rather than being cancelled (async): a loser then keeps
         #: its tickets (a half-open probe slot) until it ends, and :meth:`late` settles them.
         self.losers_run = False
-        super().__init__(controller, request, plain=plain, stream=stream, closes=closes)
+        super().__init__(controller, request, quick=quick, stream=stream, closes=closes)
         #: Whether the first try is hedged (else the request goes as without hedging).
         self.hedged = self.enabled and hedgeable(self.policy, request,
                                                  controller.flavour.byte_stream)
@@ -111,7 +111,7 @@ class HedgedCall(RetryCall):
         return self._slot(1, list(tickets), left, hedge=False)
 
     def adopt(self, request: Request, delay: float, sent: float | None) -> Slot:
-        """The try's first attempt, already under way as a plain one (``plain=True``):
+        """The try's first attempt, already under way as a quick one (``quick=True``):
         ``request`` is what it sent, ``delay`` the hedging delay it was given, ``sent``
         when it left the client's own pool. It keeps the plain tickets."""
         self.delay = delay

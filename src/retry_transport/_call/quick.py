@@ -4,7 +4,7 @@ For them the drivers make no :class:`~._call.core.RetryCall`: the transport's
 :class:`QuickPath` says whether the first attempt goes as it is, counting the request when
 so (:meth:`QuickPath.counted_first`), and whether what came back ends the request
 (:meth:`QuickPath.ends`). Anything else (an error, a response that is not final at once) is
-handed to ``RetryCall(controller, request, plain=True)``, which takes over from that outcome.
+handed to ``RetryCall(controller, request, quick=True)``, which takes over from that outcome.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ class QuickPath:
                  pacing: bool, requests: Iterator[int],
                  finals: dict[int, tuple[RetryInfo, Outcome]],
                  final: Callable[[int], tuple[RetryInfo, Outcome]]) -> None:
-        #: The tickets of a first attempt while every guard is quiet: (guard, its ``plain``).
+        #: The tickets of a first attempt while every guard is idle: (guard, its idle ticket).
         self.tickets: tuple[tuple[Guard, object], ...] = tuple(
-            (guard, guard.plain) for guard in guards if guard.plain is not None)
+            (guard, guard.idle_ticket) for guard in guards if guard.idle_ticket is not None)
         #: The guards that give such a ticket, in admission order.
         self.guards: tuple[Guard, ...] = tuple(guard for guard, _ in self.tickets)
         #: For a success at once: the guards' tallies, and the guards without one.
@@ -45,9 +45,9 @@ class QuickPath:
             guard.tally for guard in self.guards if guard.tally is not None)
         self.untallied: tuple[Guard, ...] = tuple(
             guard for guard in self.guards if guard.tally is None)
-        #: The guards that may stop being quiet (a class-level ``quiet = True`` never does).
+        #: The guards that may stop being idle (a class-level ``idle = True`` never does).
         self.watched: tuple[Guard, ...] = tuple(
-            guard for guard in guards if getattr(type(guard), "quiet", None) is not True)
+            guard for guard in guards if getattr(type(guard), "idle", None) is not True)
         #: Whether the transport's settings let a first attempt go as it is: no header to
         #: add, no deadline to clip timeouts by, no body to read before handing it over.
         self.simple = simple
@@ -61,7 +61,7 @@ class QuickPath:
     def counted_first(self, request: Request) -> bool:
         """Whether ``request``'s first attempt goes as it is, the guards' idle tickets given
         (the transport's own policy: no override, no testing mode, no ambient deadline;
-        every guard quiet or idle for this request); the request is counted when so."""
+        every guard idle, or idle for this request); the request is counted when so."""
         if (
             not self.simple
             or testmode.active is not None
@@ -70,7 +70,7 @@ class QuickPath:
         ):
             return False
         for guard in self.watched:
-            if not guard.quiet and not guard.plain_for(request):
+            if not guard.idle and not guard.idle_for(request):
                 return False
         next(self._requests)
         return True
@@ -90,8 +90,8 @@ class QuickPath:
             for tally in self.tallies:
                 tally()
             for guard in self.untallied:
-                guard.settle_plain(request, outcome)
+                guard.settle_idle(request, outcome)
         else:
             for guard in self.guards:
-                guard.settle_plain(request, outcome)
+                guard.settle_idle(request, outcome)
         return True

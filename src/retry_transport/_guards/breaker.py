@@ -477,14 +477,14 @@ class BreakerGuard(Guard):
 
     reason = CIRCUIT_OPEN
     health = True
-    plain = 0  # no probe
+    idle_ticket = 0  # no probe
 
     def __init__(self, breaker: CircuitBreaker, observer: Observer) -> None:
         self.breaker = breaker
         self.observer = observer  # the transport's: it tells of the transitions it causes
 
     @property
-    def quiet(self) -> bool:
+    def idle(self) -> bool:
         """Every origin's breaker is closed: every request is let through."""
         return self.breaker.unclosed == 0
 
@@ -527,7 +527,7 @@ class BreakerGuard(Guard):
             self._tell(transitions, call.request, origin, call.attempt, outcome.status,
                        outcome.error)
 
-    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+    def settle_idle(self, request: Request, outcome: Outcome) -> None:
         origin = origin_of(request.url)
         transitions = self.breaker.record(origin, outcome.failure is True)
         if transitions:

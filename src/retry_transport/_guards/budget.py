@@ -137,15 +137,15 @@ class BudgetGuard(Guard):
     a retry)."""
 
     reason = BUDGET_EXHAUSTED
-    quiet = True  # a first attempt is never refused
-    plain = _REFUND
+    idle = True  # a first attempt is never refused
+    idle_ticket = _REFUND
 
     def __init__(self, budget: RetryBudget) -> None:
         self.budget = budget
         # A success at once puts back success_refund: counted, folded in at the next read.
         self.tally = budget._tally
 
-    def plain_for(self, request: Request) -> bool:
+    def idle_for(self, request: Request) -> bool:
         return True
 
     def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
@@ -165,7 +165,7 @@ class BudgetGuard(Guard):
             elif isinstance(ticket, (int, float)):
                 budget.release(ticket)
 
-    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+    def settle_idle(self, request: Request, outcome: Outcome) -> None:
         budget = self.budget
         if outcome.success and budget._tokens < budget.capacity:
             budget.release(budget.success_refund)

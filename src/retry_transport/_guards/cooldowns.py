@@ -57,7 +57,7 @@ class CooldownTable(Guard):
 
     #: No cooldown and nothing in the inbox: a first attempt is let through at once. Set
     #: under ``_inbox_lock`` only, False after the change that makes it so.
-    quiet: bool
+    idle: bool
 
     def __init__(self, clock: Callable[[], float], store: MemoryStore | None) -> None:
         self.clock = clock
@@ -81,7 +81,7 @@ class CooldownTable(Guard):
         self._hosts: dict[str, int] = {}
         self._unsure = 0
         track(self)  # a forked child gets new locks
-        self.quiet = True
+        self.idle = True
         self.store = store
         if store is not None:
             store._join_cooldowns(self)
@@ -136,9 +136,9 @@ class CooldownTable(Guard):
             origin=origin, remaining=remaining,
         )
 
-    def plain_for(self, request: Request) -> bool:
+    def idle_for(self, request: Request) -> bool:
         """Whether ``request``'s host has no cooldown: then it goes as if the table were
-        quiet. False when unsure (a cooldown in the inbox, a host not spelt in ASCII)."""
+        idle. False when unsure (a cooldown in the inbox, a host not spelt in ASCII)."""
         if self.inbox:
             return False
         expiry = self._expiry
@@ -181,11 +181,11 @@ class CooldownTable(Guard):
                     self.signals.pop(origin, None)
                     self._count_host(origin, -1)
         if not self.until:
-            self._requiet()
+            self._reidle()
 
-    def _requiet(self) -> None:
+    def _reidle(self) -> None:
         with self._inbox_lock:
-            self.quiet = not self.until and not self.inbox
+            self.idle = not self.until and not self.inbox
 
     def start(self, origin: str, until: float, signal: str | None = None, *,
               share: bool = True) -> None:
@@ -203,9 +203,9 @@ class CooldownTable(Guard):
             # A later cooldown of the same origin leaves its old entry in the heap;
             # _expire skips it, as it no longer matches the table.
             heapq.heappush(self._expiry, (until, origin))
-        if self.quiet:
+        if self.idle:
             with self._inbox_lock:
-                self.quiet = False
+                self.idle = False
         if share and self.store is not None:
             self.store._cooldown(self, origin, until - self.clock(), signal)
 
@@ -240,7 +240,7 @@ class CooldownTable(Guard):
                 if known is None and len(self.inbox) >= INBOX_LIMIT:
                     self._trim_inbox(wall)  # it may put a new dict in its place
                 self.inbox[origin] = (until, signal)
-                self.quiet = False
+                self.idle = False
 
     def _trim_inbox(self, wall: float | None) -> None:
         """Make room in a full inbox (under ``_inbox_lock``): drop what is over, then the
@@ -265,4 +265,4 @@ class CooldownTable(Guard):
                 if until > wall:
                     self.start(origin, now + (until - wall), signal, share=False)
         if not self.until:
-            self._requiet()
+            self._reidle()

@@ -21,10 +21,11 @@ of a request, the core (``_call/core.py``, ``RetryCall``):
    handed to its ``admit`` of the retry as ``paid`` (the budget: what the retry cost). The
    budget is asked last, so no veto after it can leave a retry paid for and not made.
 
-A guard that is ``quiet`` (it would only answer its ``plain`` ticket) is not asked to admit a
-first attempt; when every guard is quiet, the drivers send the first attempt without a call
-at all (``_call/quick.py``), and an answer final at once is settled by ``settle_plain``,
-told the request alone, or for a success by the guard's ``tally``, a lock-free counter.
+A guard that is ``idle`` (it has nothing to check: it would only answer its ``idle_ticket``)
+is not asked to admit a first attempt; when every guard is idle, the drivers send the first
+attempt without a call at all (``_call/quick.py``), and an answer final at once is settled by
+``settle_idle``, told the request alone, or for a success by the guard's ``tally``, a
+lock-free counter.
 
 Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two
 attempts of one request may be in flight at once. A guard reads the request through the
@@ -139,11 +140,11 @@ class Guard:
     #: The stop reason its veto gives, placing it in the rule order; ``None``: no veto.
     reason: StopReason | None = None
 
-    #: The ticket of a first attempt while :attr:`quiet` (``None``: no ticket).
-    plain: object = None
+    #: The ticket of a first attempt while :attr:`idle` (``None``: no ticket).
+    idle_ticket: object = None
 
     #: ``None``, or what the quick path calls, with no argument, in place of
-    #: :meth:`settle_plain` when that answer was a success: best a C-level callable (such
+    #: :meth:`settle_idle` when that answer was a success: best a C-level callable (such
     #: as an ``itertools.count``'s ``__next__``) that counts without a lock.
     tally: Callable[[], object] | None = None
 
@@ -158,17 +159,17 @@ class Guard:
 
     if TYPE_CHECKING:  # a guard overrides it with a property or an attribute it sets
         @property
-        def quiet(self) -> bool:
-            """True while :meth:`admit` of a first attempt would only answer :attr:`plain`:
+        def idle(self) -> bool:
+            """True while :meth:`admit` of a first attempt would only answer :attr:`idle_ticket`:
             the core then gives the first attempt ``plain`` without asking (read without
             a lock)."""
     else:
-        quiet = False
+        idle = False
 
-    def plain_for(self, request: Request) -> bool:
-        """While not :attr:`quiet`: whether ``request``'s first attempt would still only be
-        given :attr:`plain` (a cheap look; False when unsure). The drivers then send it
-        without a call, as when the guard is quiet."""
+    def idle_for(self, request: Request) -> bool:
+        """While not :attr:`idle`: whether ``request``'s first attempt would still only be
+        given :attr:`idle_ticket` (a cheap look; False when unsure). The drivers then send it
+        without a call, as when the guard is idle."""
         return False
 
     def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
@@ -179,8 +180,8 @@ class Guard:
     def settle(self, call: CallView, ticket: object, outcome: Outcome | None) -> None:
         """The attempt this guard admitted with ``ticket`` is over (``None``: no verdict)."""
 
-    def settle_plain(self, request: Request, outcome: Outcome) -> None:
-        """A first attempt given :attr:`plain` without asking ended with an answer final at
+    def settle_idle(self, request: Request, outcome: Outcome) -> None:
+        """A first attempt given :attr:`idle_ticket` without asking ended with an answer final at
         once: what :meth:`settle` would do with that ticket, told the request alone (the
         quick path makes no call view)."""
 

@@ -315,7 +315,7 @@ class ThrottleGuard(Guard):
 
     reason = THROTTLED
     health = True
-    plain = _SENT  # a first attempt let through: its outcome is counted
+    idle_ticket = _SENT  # a first attempt let through: its outcome is counted
 
     def __init__(self, throttle: AdaptiveThrottle, observer: Observer) -> None:
         self.throttle = throttle
@@ -323,7 +323,7 @@ class ThrottleGuard(Guard):
         self.refused = counter()  # refusals, for the stats
 
     @property
-    def quiet(self) -> bool:
+    def idle(self) -> bool:
         """No origin's counts could refuse an attempt: first attempts go without asking."""
         return self.throttle.hot == 0
 
@@ -356,7 +356,7 @@ class ThrottleGuard(Guard):
         if ticket is _SENT and outcome is not None:
             self._count(call.origin, outcome)
 
-    def settle_plain(self, request: Request, outcome: Outcome) -> None:
+    def settle_idle(self, request: Request, outcome: Outcome) -> None:
         self._count(origin_of(request.url), outcome)
 
     def _count(self, origin: str, outcome: Outcome) -> None:

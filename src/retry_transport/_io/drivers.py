@@ -344,7 +344,7 @@ class SyncRetry(_Common, Generic[_Sync]):
         # None while the first attempt goes as it is (the usual case: the quick path).
         call = None if controller.quick.counted_first(request) else self._call(request, closes)
         stream = request.stream
-        race = None  # a plain first attempt that a hedge may join, on a worker
+        race = None  # a quick first attempt that a hedge may join, on a worker
         if call is None and controller.hedging is not None:
             call, race = self._hedger.start(self._transport, request, closes, stream)
         lap = self._lap
@@ -377,7 +377,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                 except Exception as exc:
                     race = None
                     if call is None:
-                        call = RetryCall(controller, request, plain=True, stream=stream,
+                        call = RetryCall(controller, request, quick=True, stream=stream,
                                          closes=closes)
                     wait = call.on_error(exc)
                     if wait is None:
@@ -385,7 +385,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                             _check_request(self._flavour, request, sync=True)
                         raise
                     continue
-                if race is not None:  # the plain first attempt, sent by the race
+                if race is not None:  # the quick first attempt, sent by the race
                     hedged_race, race = race, None
                     if response is None:  # hedged: the try's outcome
                         call = hedged_race.call
@@ -396,7 +396,7 @@ class SyncRetry(_Common, Generic[_Sync]):
                 if call is None:
                     if controller.quick.ends(request, response):
                         return response
-                    call = RetryCall(controller, request, plain=True, stream=stream,
+                    call = RetryCall(controller, request, quick=True, stream=stream,
                                          closes=closes)
                 elif call.policy.retry_body_errors:
                     limit = call.body_limit(response)
@@ -555,7 +555,7 @@ class AsyncRetry(_Common, Generic[_Async]):
         # None while the first attempt goes as it is (the usual case: the quick path).
         call = None if controller.quick.counted_first(request) else self._call(request, closes)
         stream = request.stream
-        race = None  # a plain first attempt that a hedge may join (asyncio)
+        race = None  # a quick first attempt that a hedge may join (asyncio)
         if call is None and controller.hedging is not None:
             call, race = self._hedger.start(self._transport, request, closes, stream)
         lap = self._lap
@@ -586,7 +586,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                 except Exception as exc:
                     race = None
                     if call is None:
-                        call = RetryCall(controller, request, plain=True, stream=stream,
+                        call = RetryCall(controller, request, quick=True, stream=stream,
                                          closes=closes)
                     wait = call.on_error(exc)
                     if wait is None:
@@ -594,7 +594,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                             _check_request(self._flavour, request, sync=False)
                         raise
                     continue
-                if race is not None:  # the plain first attempt, sent by the race
+                if race is not None:  # the quick first attempt, sent by the race
                     hedged_race, race = race, None
                     if response is None:  # hedged: the try's outcome
                         call = hedged_race.call
@@ -605,7 +605,7 @@ class AsyncRetry(_Common, Generic[_Async]):
                 if call is None:
                     if controller.quick.ends(request, response):
                         return response
-                    call = RetryCall(controller, request, plain=True, stream=stream,
+                    call = RetryCall(controller, request, quick=True, stream=stream,
                                          closes=closes)
                 elif call.policy.retry_body_errors:
                     limit = call.body_limit(response)

@@ -225,7 +225,7 @@ def _over(verdict: str, result: Response | BaseException, wait: float | None) ->
 class SyncHedger:
     """A sync transport's hedged tries: what they need of the transport, kept once.
 
-    A plain first attempt (``QuickPath.counted_first``) runs on a worker thread while the
+    A quick first attempt (``QuickPath.counted_first``) runs on a worker thread while the
     caller waits for it on a lock, for the hedging delay at most (:class:`SyncRace`): an
     answer before it costs the hand-over to the worker. Once the delay is over, the try
     goes on in :func:`sync_try`, which sends the hedges and takes the first's outcome as
@@ -247,7 +247,7 @@ class SyncHedger:
 
     def start(self, transport: Any, request: Request, closes: int, stream: object
               ) -> tuple[HedgedCall | None, SyncRace | None]:
-        """A plain first attempt of ``request``, when hedging: the race that runs it on a
+        """A quick first attempt of ``request``, when hedging: the race that runs it on a
         worker (``(None, race)``); ``(None, None)`` when it goes plainly on the caller's
         thread (a request that may not be hedged, or no worker free); ``(call, None)`` when
         the transport was closed meanwhile (the call's first attempt then says so)."""
@@ -266,7 +266,7 @@ class SyncHedger:
         if workers.generation == generation:  # no worker free: it goes plainly
             return None, None
         # Closed meanwhile: the call's first attempt says so, if the request began before.
-        return HedgedCall(controller, request, self.hedging, closes, plain=True,
+        return HedgedCall(controller, request, self.hedging, closes, quick=True,
                           stream=stream), None
 
 
@@ -286,7 +286,7 @@ class _Raced:
 
 
 class SyncRace(_Raced):
-    """A plain first attempt of a hedged request, on a worker thread: the caller waits on
+    """A quick first attempt of a hedged request, on a worker thread: the caller waits on
     :attr:`done` for the hedging delay at most. When the delay is over first, a call takes
     the attempt over (``HedgedCall.adopt``) and :func:`sync_try` goes on with it: the
     worker hands its outcome to :attr:`arrive` then, under :attr:`mutex`."""
@@ -329,7 +329,7 @@ class SyncRace(_Raced):
 
     def attempt(self) -> Response | None:
         """Wait for the first attempt. Its response, or its exception raised, when it came
-        before the delay was over: the driver goes on as with any plain attempt. ``None``:
+        before the delay was over: the driver goes on as with any quick attempt. ``None``:
         the try was hedged, and :meth:`outcome` says how it ended (:attr:`call`)."""
         hedger = self.hedger
         try:
@@ -349,7 +349,7 @@ class SyncRace(_Raced):
                 return result
             raise result
         call = self.call = HedgedCall(hedger.controller, self.request, hedger.hedging,
-                                      self.closes, plain=True, stream=self.stream)
+                                      self.closes, quick=True, stream=self.stream)
         sent = self.sent  # not read when untimed: the delay has run since it was handed over
         self.first = call.adopt(self.request, self.delay,
                                 hedger.clock() - self.delay if sent is None else sent)
@@ -596,7 +596,7 @@ class AsyncHedger:
 
     def start(self, transport: Any, request: Request, closes: int, stream: object
               ) -> tuple[HedgedCall | None, _Race | None]:
-        """A plain first attempt of ``request`` (``QuickPath.counted_first``), when hedging: on
+        """A quick first attempt of ``request`` (``QuickPath.counted_first``), when hedging: on
         asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
         runs in a task group (``(call, None)``); ``(None, None)`` for a request that may
         not be hedged, which goes plainly."""
@@ -607,7 +607,7 @@ class AsyncHedger:
         caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
         if caller is None:
             return HedgedCall(controller, request, self.hedging, closes,
-                              plain=True, stream=stream), None
+                              quick=True, stream=stream), None
         race = _Race(self, transport, request, closes, stream, loop,  # type: ignore[arg-type]
                      caller)
         race.delay = controller.hedge_delays.get(self.hedging,
@@ -692,11 +692,11 @@ class _Race(_Raced):
         if not self.inside or self.runner is not None:
             return
         call = self.call
-        if call is None:  # the plain first attempt: a call takes it over
+        if call is None:  # the quick first attempt: a call takes it over
             hedger = self.hedger
             call = self.call = HedgedCall(hedger.controller, self.request,
                                           hedger.hedging, self.closes,
-                                          plain=True, stream=self.stream)
+                                          quick=True, stream=self.stream)
             self.first = call.adopt(self.request, self.delay, self.sent)
         if call.can_hedge():
             self.runner = self.loop.create_task(
@@ -730,7 +730,7 @@ class _Race(_Raced):
 
     async def attempt(self) -> Response | None:
         """Send the first attempt. A plain one's response, or its exception raised, when it
-        came before a hedge was due: the driver goes on as with any plain attempt.
+        came before a hedge was due: the driver goes on as with any quick attempt.
         ``None``: the try was judged here (a dressed first attempt) or hedged, and
         :meth:`outcome` says how it ended (:attr:`call` is its call)."""
         hedger = self.hedger

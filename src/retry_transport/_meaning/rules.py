@@ -50,13 +50,13 @@ from .._leaves.models import (
 )
 from .._wire.http import (
     HEADER_LINES,
-    PLAIN,
+    SIGNAL_FREE,
     TIMING_HEADERS,
     encoded,
     header,
+    is_signal_free,
     items,
     permanent,
-    plain_name,
     replayable,
     scan,
 )
@@ -196,13 +196,13 @@ def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: 
         return True
     # One pass over the header names, each looked up among those known to carry no signal.
     name = None if verdict is None else encoded(verdict)
-    plain = PLAIN
+    signal_free = SIGNAL_FREE
     names = getattr(response.headers, HEADER_LINES, None)  # what items() reads, unless odd
     for _, key, _ in names if type(names) is list else items(response):
-        if key in plain:  # the usual case: a name known to carry no signal
+        if key in signal_free:  # the usual case: a name known to carry no signal
             if name is not None and key == name:
                 return False
-        elif key == name or (not plain_name(key) and key not in TIMING_HEADERS):
+        elif key == name or (not is_signal_free(key) and key not in TIMING_HEADERS):
             return False
     return True
 

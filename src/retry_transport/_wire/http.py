@@ -28,12 +28,12 @@ __all__ = [
     "normalise",
     "origin",
     "permanent",
-    "plain_name",
+    "is_signal_free",
     "redact_url",
     "remember",
     "replayable",
     "retry_info",
-    "PLAIN",
+    "SIGNAL_FREE",
     "TIMING_HEADERS",
     "encoded",
     "scan",
@@ -141,17 +141,17 @@ TIMING_HEADERS: Final = frozenset({b"retry-after", b"retry-after-ms"})
 #: timing header): a response's names are looked up here rather than searched, since a
 #: set lookup is several times cheaper than ``b"ratelimit" in name``. Bounded: a server
 #: that sends ever new names only makes it start over.
-PLAIN: set[bytes] = set()
+SIGNAL_FREE: set[bytes] = set()
 PLAIN_LIMIT: Final = 1024
 
 
-def plain_name(key: bytes) -> bool:
+def is_signal_free(key: bytes) -> bool:
     """Whether ``key`` (a lower-case header name) carries no signal; remembered if so."""
     if b"ratelimit" in key or key in TIMING_HEADERS:
         return False
-    if len(PLAIN) >= PLAIN_LIMIT:
-        PLAIN.clear()
-    PLAIN.add(key)
+    if len(SIGNAL_FREE) >= PLAIN_LIMIT:
+        SIGNAL_FREE.clear()
+    SIGNAL_FREE.add(key)
     return True
 
 
@@ -187,13 +187,13 @@ def scan(response: Response, verdict: str | None) -> dict[str, str] | None:
     lines, only those among the first ``SIGNAL_LINES`` signal lines are read."""
     name = None if verdict is None else _ENCODED.get(verdict) or encoded(verdict)
     found: dict[str, str] | None = None
-    plain = PLAIN
+    signal_free = SIGNAL_FREE
     lines = 0
     headers = getattr(response.headers, HEADER_LINES, None)  # what items() reads, unless odd
     for _, key, value in headers if type(headers) is list else items(response):
-        if key in plain and key != name:
+        if key in signal_free and key != name:
             continue
-        if key == name or not plain_name(key):
+        if key == name or not is_signal_free(key):
             lines += 1
             if lines > SIGNAL_LINES and key != name and key not in TIMING_HEADERS:
                 continue  # thousands of rate-limit lines: the first ones are read
