@@ -131,7 +131,15 @@ VERDICTS: list[Any] = [
     pytest.param(503, "true", DEFAULT, None, False, id="503-true-untrusted"),
     pytest.param(503, "true", RetryPolicy(trust_should_retry=True), None, True,
                  id="503-true-trusted"),
-    pytest.param(404, "true", DEFAULT, None, False, id="404-true-made-retryable"),
+    pytest.param(500, "true", DEFAULT, None, False, id="500-true-made-retryable"),
+    pytest.param(404, "true", DEFAULT, StopReason.NOT_RETRYABLE, False, id="404-true-never"),
+    pytest.param(400, "true", DEFAULT, StopReason.NOT_RETRYABLE, False, id="400-true-never"),
+    pytest.param(401, "true", DEFAULT, StopReason.NOT_RETRYABLE, False, id="401-true-never"),
+    pytest.param(403, "true", DEFAULT, StopReason.NOT_RETRYABLE, False, id="403-true-never"),
+    pytest.param(422, "true", DEFAULT, StopReason.NOT_RETRYABLE, False, id="422-true-never"),
+    pytest.param(404, "true", RetryPolicy(retry_statuses={404}, trust_should_retry=True), None,
+                 True, id="404-listed-true-trusted"),
+    pytest.param(409, "true", DEFAULT, None, False, id="409-true-made-retryable"),
     pytest.param(404, "yes", DEFAULT, StopReason.NOT_RETRYABLE, False, id="404-malformed"),
     pytest.param(200, "true", DEFAULT, StopReason.SUCCESS, False, id="200-not-read"),
     pytest.param(503, "false", RetryPolicy(should_retry_header=None), None, False,
@@ -156,8 +164,8 @@ def test_a_custom_verdict_header_replaces_x_should_retry() -> None:
 
 
 def test_a_granted_4xx_is_retryable_but_no_failure() -> None:
-    """A 404 the server says to retry is retryable, yet says nothing bad of the server."""
-    outcome = classify(404, x_should_retry="true")
+    """A 409 the server says to retry is retryable, yet says nothing bad of the server."""
+    outcome = classify(409, x_should_retry="true")
     assert outcome.stop is None
     assert outcome.failure is False
 

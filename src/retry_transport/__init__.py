@@ -7,6 +7,7 @@ response = client.get("https://api.example.com/items")
 rt.retry_info(response).attempts
 """
 
+from . import presets as presets  # rt.presets.openai(): a module, not in __all__
 from ._call.hedging import Hedging
 from ._call.latency import LatencySummary
 from ._guards.breaker import CircuitBreaker

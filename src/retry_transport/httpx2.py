@@ -16,6 +16,7 @@ a budget may be shared between an httpx transport and an httpx2 one. Needs the `
 extra (Python 3.11 or later).
 """
 
+import sys as _sys
 import typing as _typing
 
 try:
@@ -47,6 +48,7 @@ from . import (
     deadline,
     parse_http_date,
     parse_retry_after,
+    presets,
     retry_info,
     time_left,
 )
@@ -134,3 +136,6 @@ _PUBLIC = {"RetryTransport", "AsyncRetryTransport"}
 for _name in _PUBLIC:
     globals()[_name].__module__ = __name__
 del _name
+
+# ``import retry_transport.httpx2.presets`` names the same module as ``rt.presets``.
+_sys.modules[f"{__name__}.presets"] = presets

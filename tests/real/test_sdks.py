@@ -695,20 +695,30 @@ def test_testing_mode_covers_sdk_clients(kit: Kit, server: FakeAPI) -> None:
 FAILURES = {
     "429-should-retry": Fault(429, headers=(("retry-after-ms", "1"), ("x-should-retry", "true"))),
     "429": Fault(429, headers=(("retry-after-ms", "1"),)),
+    "529": Fault(529, headers=(("retry-after-ms", "1"),)),
+    "503-should-retry": Fault(503, headers=(("retry-after-ms", "1"), ("x-should-retry", "true"))),
     "503": Fault(503, headers=(("retry-after-ms", "1"),)),
-    # the request read, the connection closed with no answer
+    # the request carried out, then the server failed
+    "500": Fault(500, headers=(("retry-after-ms", "1"),)),
+    # the request read (and carried out), the connection closed with no answer
     "dropped": Fault(drop=True),
     # the request carried out, its answer held back past the client's timeout
     "timeout": Fault(200, delay=1.0),
 }
+#: The columns whose failure comes after the server carried the request out: an attempt that
+#: meets one of them counts as carried out, as does the answered one.
+CARRIED_OUT = frozenset({"500", "dropped", "timeout"})
 #: The call's own timeout in the "timeout" column (the server answers after FAILURES' delay).
 CALL_TIMEOUT = 0.3
 #: The key a caller gives one logical request (row "own-key").
 OWN_KEY = '"chat-7f3c9a"'
+#: Row "preset": the kit's own preset (``rt.presets.openai()`` or ``anthropic()``).
+PRESET = "preset"
 
 #: The rows: the SDK's max_retries (None: its default, 2), our transport's keywords, and
 #: the call's extra_headers.
 SETUPS: dict[str, tuple[int | None, dict[str, Any], dict[str, str]]] = {
+    "preset": (0, {"policy": PRESET}, {}),
     "nothing": (0, {}, {}),
     "sdk-retries": (None, {}, {}),
     "auto-key": (0, {"auto_idempotency_key": True}, {}),
@@ -716,43 +726,74 @@ SETUPS: dict[str, tuple[int | None, dict[str, Any], dict[str, str]]] = {
     "own-key": (0, {}, {"Idempotency-Key": OWN_KEY}),
 }
 
-#: (row, column) -> (requests the server saw, outcome). The outcome is "ok" or what the SDK
-#: raised: "rate_limit" (its RateLimitError), "status" (its 503 error), "connection" (its
-#: APIConnectionError), "timeout" (its APITimeoutError).
+#: What the SDK raised, by the first answer when it is handed back: "rate_limit" (its
+#: RateLimitError), "status" (its 503 error), "server" (its 500 error), "overloaded" (its
+#: 529 error), "connection" (its APIConnectionError), "timeout" (its APITimeoutError).
+_FIRST = {"429-should-retry": "rate_limit", "429": "rate_limit", "529": "overloaded",
+          "503-should-retry": "status", "503": "status", "500": "server",
+          "dropped": "connection", "timeout": "timeout"}
+#: The columns each row retries (and answers, with 2 requests); the rest are sent once.
+_RETRIED = {
+    "preset": {"429-should-retry", "429", "503-should-retry"},
+    "nothing": set(),
+    "sdk-retries": set(FAILURES),
+    "auto-key": {"429-should-retry", "429", "503-should-retry", "503", "dropped", "timeout"},
+    "trust-should-retry": {"429-should-retry", "503-should-retry"},
+    "own-key": {"429-should-retry", "429", "503-should-retry", "503", "dropped", "timeout"},
+}
+#: (row, column) -> (requests the server saw, outcome): "ok" or what the SDK raised.
 TABLE: dict[tuple[str, str], tuple[int, str]] = {
-    **{("nothing", column): (1, outcome) for column, outcome in [
-        ("429-should-retry", "rate_limit"), ("429", "rate_limit"), ("503", "status"),
-        ("dropped", "connection"), ("timeout", "timeout")]},
-    **{(row, column): (2, "ok") for row in ("sdk-retries", "auto-key", "own-key")
-       for column in FAILURES},
-    ("trust-should-retry", "429-should-retry"): (2, "ok"),
-    ("trust-should-retry", "429"): (1, "rate_limit"),
-    ("trust-should-retry", "503"): (1, "status"),
-    ("trust-should-retry", "dropped"): (1, "connection"),
-    ("trust-should-retry", "timeout"): (1, "timeout"),
+    (row, column): (2, "ok") if column in _RETRIED[row] else (1, _FIRST[column])
+    for row in SETUPS for column in FAILURES
+}
+#: The one cell that depends on the API: only the Anthropic preset retries a 529.
+BY_API: dict[tuple[str, str], dict[str, tuple[int, str]]] = {
+    ("preset", "529"): {"openai": (1, "overloaded"), "anthropic": (2, "ok")},
 }
 #: The keys each row's requests carry: none, one made up by our transport (the same on
 #: every attempt), or the caller's own.
-KEYS = {"nothing": "none", "sdk-retries": "none", "auto-key": "ours",
+KEYS = {"preset": "none", "nothing": "none", "sdk-retries": "none", "auto-key": "ours",
         "trust-should-retry": "none", "own-key": "own"}
+
+
+def cell(row: str, column: str, api: str) -> tuple[int, str]:
+    """The table's cell for ``api``'s SDK."""
+    return BY_API.get((row, column), {}).get(api) or TABLE[row, column]
+
+
+def carried_out(column: str, requests: int) -> int:
+    """How many times the server carried the call out: the first attempt if its failure came
+    after, and the answered second one."""
+    return (column in CARRIED_OUT) + (requests == 2)
 
 
 def sdk_errors(kit: Kit) -> dict[str, type[Exception]]:
     module = openai if kit.api == "openai" else anthropic
+    overloaded = anthropic.OverloadedError if kit.api == "anthropic" else openai.InternalServerError
     return {"rate_limit": kit.rate_limit_error, "status": kit.error,
+            "server": kit.internal_error, "overloaded": overloaded,
             "connection": kit.connection_error, "timeout": module.APITimeoutError}
+
+
+def transport_keywords(kit: Kit, keywords: dict[str, Any]) -> dict[str, Any]:
+    """A row's transport keywords, the preset resolved for the kit's SDK."""
+    if keywords.get("policy") == PRESET:
+        preset = rt.presets.openai if kit.api == "openai" else rt.presets.anthropic
+        return {**keywords, "policy": preset()}
+    return keywords
 
 
 @pytest.mark.parametrize("column", list(FAILURES))
 @pytest.mark.parametrize("row", list(SETUPS))
 def test_guide_table(kit: Kit, server: FakeAPI, waits: Waits, row: str, column: str) -> None:
     max_retries, transport_kwargs, headers = SETUPS[row]
-    requests, outcome = TABLE[row, column]
+    requests, outcome = cell(row, column, kit.api)
     server.fail(kit.create_path, FAILURES[column])
     extra: dict[str, Any] = {"extra_headers": headers} if headers else {}
     if column == "timeout":
         extra["timeout"] = CALL_TIMEOUT
-    with sdk(kit, server.url, waits, max_retries=max_retries, **transport_kwargs) as client:
+    with sdk(kit, server.url, waits, max_retries=max_retries,
+             **transport_keywords(kit, transport_kwargs)) as client:
         if outcome == "ok":
             assert kit.text(kit.create(client, **extra)) == ANSWER
         else:
@@ -775,6 +816,9 @@ def test_guide_table(kit: Kit, server: FakeAPI, waits: Waits, row: str, column: 
     counts = ["0", "1"] if row == "sdk-retries" else ["0"] * requests
     assert retry_counts(sent) == counts[:requests]
     assert len(waits.waits) == (1 if requests == 2 and row != "sdk-retries" else 0)
+    # The preset set-up, as every keyless one, never gets a call carried out twice.
+    if KEYS[row] == "none" and row != "sdk-retries":
+        assert carried_out(column, requests) <= 1
 
 
 def test_sdk_retries_send_a_fresh_key_each(kit: Kit, server: FakeAPI, waits: Waits) -> None:
@@ -862,3 +906,70 @@ def test_guide_block_rides_out_a_trusted_429(
         assert keys[0] is not None and keys == [keys[0]] * 2
     else:
         assert keys == [None, None]
+
+
+# -- the guide's table is this module's TABLE ---------------------------------------------
+
+#: How the guide names each column, row and outcome.
+COLUMN_NAMES = {
+    "429-should-retry": "429 with `x-should-retry: true`", "429": "429 (`retry-after-ms` only)",
+    "529": "529 overloaded", "503-should-retry": "503 with `x-should-retry: true`",
+    "503": "503", "500": "500 after carrying the request out",
+    "dropped": "connection dropped after carrying the request out",
+    "timeout": "timeout after carrying the request out",
+}
+ROW_NAMES = {
+    "preset": "**the preset** (`policy=rt.presets.openai()` / `anthropic()`)",
+    "nothing": "(a) nothing set",
+    "sdk-retries": "(a) the SDK alone (its retries left on, no `max_retries=0`)",
+    "auto-key": "(b) `auto_idempotency_key=True`",
+    "trust-should-retry": "(c) `trust_should_retry=True`",
+    "own-key": "(d) the caller's own `Idempotency-Key`",
+}
+OUTCOME_NAMES = {"ok": "answered", "rate_limit": "`RateLimitError`",
+                 "status": "the SDK's 503 error", "server": "the SDK's 500 error",
+                 "overloaded": "the SDK's 529 error", "connection": "`APIConnectionError`",
+                 "timeout": "`APITimeoutError`"}
+
+
+def guide_table() -> str:
+    """The guide's table, as the test above holds it: requests received, then the outcome;
+    a cell carried out twice is in bold."""
+    lines = ["| set-up | " + " | ".join(COLUMN_NAMES[c] for c in FAILURES) + " |",
+             "|---|" + "---|" * len(FAILURES)]
+    for row in SETUPS:
+        cells = []
+        for column in FAILURES:
+            per_api = BY_API.get((row, column))
+            answers = ([(None, TABLE[row, column])] if per_api is None
+                       else [(api.capitalize() if api == "anthropic" else "OpenAI", value)
+                             for api, value in per_api.items()])
+            texts = []
+            for api, (requests, outcome) in answers:
+                text = f"{requests}, {OUTCOME_NAMES[outcome]}"
+                if carried_out(column, requests) == 2:
+                    text = f"**{text}, carried out twice**"
+                texts.append(text if api is None else f"{api}: {text}")
+            cells.append("; ".join(texts))
+        lines.append(f"| {ROW_NAMES[row]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_guide_table_is_the_tested_one() -> None:
+    """docs/guides/sdks.md shows :data:`TABLE` as it is (regenerate with guide_table())."""
+    assert guide_table() in GUIDE.read_text()
+
+
+def test_the_preset_is_never_less_resilient_and_never_carries_out_twice() -> None:
+    """Wherever the first attempt was not carried out, the preset set-up gets an answer as
+    the SDK alone does; where it was, the SDK alone carries the call out twice, the preset
+    never."""
+    for api in ("openai", "anthropic"):
+        for column in FAILURES:
+            alone, preset = cell("sdk-retries", column, api), cell("preset", column, api)
+            assert alone == (2, "ok")
+            if column in CARRIED_OUT:
+                assert carried_out(column, alone[0]) == 2
+                assert carried_out(column, preset[0]) == 1
+            elif column != "503" and (column != "529" or api == "anthropic"):
+                assert preset == (2, "ok"), (api, column)

@@ -132,6 +132,9 @@ class RetryCall(TimeLeft):
         """
         self._controller = controller
         self.request = request
+        observer = controller.observer
+        if not observer.layered:  # on requests that go past the quick path only: cheap
+            observer.sdk_retries(request)
         # The transport's close count when the request began: after another close, no
         # attempt of this request starts.
         self._closes = controller.closes if closes is None else closes

@@ -90,6 +90,7 @@ class TransportOptions(TypedDict, total=False):
     should_retry_header: str | None
     trust_should_retry: bool
     respect_rate_limits: bool
+    unapplied_statuses: Iterable[int]
     verify: Any
     cert: Any
     http1: bool

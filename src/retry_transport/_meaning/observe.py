@@ -59,6 +59,10 @@ def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
             logger.warning("Retry hook %r raised on %s event", hook, event.kind, exc_info=True)
 
 
+#: The request header in which the OpenAI and Anthropic SDKs number their own retries.
+SDK_RETRY_COUNT: Final = "x-stainless-retry-count"
+
+
 def display(signal: str) -> str:
     """A signal's header name as logs spell it."""
     return "Retry-After" if signal == "retry-after" else signal
@@ -76,6 +80,24 @@ class Observer:
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
         self._prune_at = PRUNE_AT
         self._ignored: set[tuple[str, str]] = set()
+        #: Whether the WARNING that an SDK retries above the transport was logged.
+        self.layered = False
+
+    def sdk_retries(self, request: Request) -> None:
+        """The OpenAI and Anthropic SDKs number their own attempts in
+        ``x-stainless-retry-count``: a value above 0 means the SDK retries above this
+        transport, multiplying its attempts. One WARNING per transport says so."""
+        value = request.headers.get(SDK_RETRY_COUNT)
+        if value is None or not value.isascii() or not value.isdigit() or int(value) == 0:
+            return
+        with self._lock:
+            if self.layered:
+                return
+            self.layered = True
+        logger.warning(
+            "The SDK retries above this retry transport (%s: %s): each of its retries "
+            "makes the transport's attempts again. Turn the SDK's retries off "
+            "(max_retries=0) and let the transport retry.", SDK_RETRY_COUNT, value)
 
     def ignored_retry_after(self, origin: str, value: str) -> None:
         """A malformed ``Retry-After`` was ignored (the backoff applies): one DEBUG line per

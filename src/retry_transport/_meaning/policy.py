@@ -22,6 +22,7 @@ from .._leaves.validate import (
 __all__ = [
     "DEFAULT_RETRY_METHODS",
     "DEFAULT_RETRY_STATUSES",
+    "NEVER_RETRIED",
     "Jitter",
     "RetryPolicy",
     "compute_backoff",
@@ -33,6 +34,10 @@ _JITTERS: Final = frozenset(get_args(Jitter))
 #: Statuses a retry may fix: 408 Request Timeout, 429 Too Many Requests, 502 Bad Gateway,
 #: 503 Service Unavailable, 504 Gateway Timeout.
 DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
+#: The statuses the library never retries unless the user lists them in ``retry_statuses``:
+#: a server's ``x-should-retry: true`` does not make them retryable.
+NEVER_RETRIED: Final = frozenset({400, 401, 403, 404, 422})
+
 #: The idempotent methods of RFC 9110 section 9.2.2.
 DEFAULT_RETRY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
@@ -109,11 +114,20 @@ class RetryPolicy:
         should_retry_header: the header in which a server gives its verdict on a retry
             (``true`` / ``false``, any case; read on responses with status >= 400):
             ``false`` stops a retryable outcome (``server_declined``), ``true`` makes any
-            status >= 400 retryable for requests the other rules allow. Default
+            status >= 400 retryable for requests the other rules allow, except 400, 401,
+            403, 404 and 422 (``NEVER_RETRIED``), which only ``retry_statuses`` can make
+            retryable. Default
             ``"x-should-retry"``; ``None`` ignores it.
         trust_should_retry: let ``should_retry_header: true`` stand in for an idempotency
             key: the server asserts the request had no effect, so an unsafe request without
             a key may be retried. Default False.
+        unapplied_statuses: statuses by which the server says it refused the request before
+            acting on it (a rate limiter's 429, an overloaded 529, a 425 Too Early): a
+            retryable response with one of them may be retried whatever the method, without
+            an idempotency key (RFC 9110 section 9.2.2: the client knows the request was not
+            applied). A one-shot body is still never sent twice, and a server's
+            ``x-should-retry: false`` still stops it. Each in 100..599 (one below 400 is
+            never retryable). Default: none.
         respect_rate_limits: read rate-limit headers (``RateLimit``, ``X-RateLimit-*``,
             OpenAI's and Anthropic's families): when a response says the quota is exhausted,
             the origin cools down until it resets. Default True.
@@ -136,6 +150,7 @@ class RetryPolicy:
     should_retry_header: str | None = "x-should-retry"
     trust_should_retry: bool = False
     respect_rate_limits: bool = True
+    unapplied_statuses: frozenset[int] = frozenset()
 
     def __init__(
         self,
@@ -154,6 +169,7 @@ class RetryPolicy:
         should_retry_header: str | None = "x-should-retry",
         trust_should_retry: bool = False,
         respect_rate_limits: bool = True,
+        unapplied_statuses: Iterable[int] = frozenset(),
     ) -> None:
         """Validate the fields (see the class docstring); the collections become frozensets."""
         set_ = object.__setattr__  # the dataclass is frozen
@@ -196,6 +212,7 @@ class RetryPolicy:
                 f"should_retry_header must be a header name or None, got {verdict!r}"
             )
         set_(self, "should_retry_header", verdict)
+        set_(self, "unapplied_statuses", check_statuses("unapplied_statuses", unapplied_statuses))
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """Return a copy with some fields changed; an unknown field raises ``ValueError``."""

@@ -62,7 +62,7 @@ from .._wire.http import (
 )
 from .._wire.retry_after import parse_retry_after
 from .._wire.signals import exhausted_quota, parse_retry_after_ms, parse_should_retry
-from .policy import RetryPolicy
+from .policy import NEVER_RETRIED, RetryPolicy
 
 __all__ = [
     "COOLDOWN_STATUSES",
@@ -253,7 +253,7 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
                 quiet = floor
     failure = retryable or status >= 500
     if verdict is True and not retryable:
-        retryable = True
+        retryable = status not in NEVER_RETRIED  # the library's promise stands
     elif verdict is False and retryable:
         return Outcome(status, None, failure, stop=SERVER_DECLINED,
                        floor=floor, signal=signal, quiet=quiet)
@@ -301,7 +301,8 @@ def may_retry(outcome: Outcome, policy: RetryPolicy, enabled: bool, method: str,
     if not enabled:
         return DISABLED
     sent = not outcome.never_sent
-    if sent and not outcome.trusted and not idempotent(method, headers, policy):
+    if (sent and not outcome.trusted and not idempotent(method, headers, policy)
+            and outcome.status not in policy.unapplied_statuses):
         return UNSAFE_METHOD
     if sent and not replayable(stream, flavour):
         return BODY_NOT_REPLAYABLE

@@ -1,0 +1,61 @@
+"""Retry policies for the OpenAI and Anthropic SDKs, set up to be never less resilient than
+the SDK alone and never to carry a request out twice::
+
+    import httpx2, openai
+    import retry_transport.httpx2 as rt
+
+    client = openai.OpenAI(
+        max_retries=0,  # one layer of retries: the transport's
+        http_client=httpx2.Client(transport=rt.RetryTransport(policy=rt.presets.openai())),
+    )
+
+Each preset follows its SDK's own choices where they are safe: the statuses it retries
+(408, 409, 429, 500, 502, 503, 504, and Anthropic's 529 overloaded), 429 (and 529) taken as
+refusals made before the request was acted on (``unapplied_statuses``: retried for a POST
+without an idempotency key), the server's ``x-should-retry`` trusted, ``retry-after-ms`` and
+``Retry-After`` honoured up to 120 s (a longer wait is refused rather than parking the
+client), backoff within the SDKs' range when the server names no time (at most 0.5 s,
+doubling per retry, never above 8 s) and three attempts, as the SDKs' two retries. Unlike
+the SDKs, a POST is not sent again after a timeout or a dropped connection unless it carries
+an ``Idempotency-Key`` or the server said ``x-should-retry: true``: the request may have been
+carried out.
+
+Keyword arguments override the preset's fields, as :meth:`RetryPolicy.replace` does (an
+unknown one is its ``ValueError``). ``retry_transport.httpx2.presets`` is this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ._meaning.policy import RetryPolicy
+
+__all__ = ["anthropic", "openai"]
+
+#: What the two presets share.
+_SDK: Final = RetryPolicy(
+    max_attempts=3,
+    retry_statuses={408, 409, 429, 500, 502, 503, 504},
+    unapplied_statuses={429},
+    trust_should_retry=True,
+    max_retry_after=120.0,
+    base_delay=0.5,
+    max_delay=8.0,
+)
+_OPENAI: Final = _SDK
+_ANTHROPIC: Final = _SDK.replace(retry_statuses=_SDK.retry_statuses | {529},
+                                 unapplied_statuses={429, 529})
+
+
+def openai(**overrides: Any) -> RetryPolicy:
+    """The policy for the OpenAI SDK (``openai.OpenAI(max_retries=0, http_client=...)``),
+    with ``overrides`` applied."""
+    return _OPENAI.replace(**overrides) if overrides else _OPENAI
+
+
+def anthropic(**overrides: Any) -> RetryPolicy:
+    """The policy for the Anthropic SDK (``anthropic.Anthropic(max_retries=0,
+    http_client=...)``): the OpenAI preset's, with 529 (overloaded) retried and taken as
+    unapplied, as the Anthropic API sends it before acting on a request; ``overrides``
+    applied."""
+    return _ANTHROPIC.replace(**overrides) if overrides else _ANTHROPIC
