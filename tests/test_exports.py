@@ -27,6 +27,7 @@ def test_all_is_pinned() -> None:
         "RetryHook",
         "RetryInfo",
         "RetryPolicy",
+        "RetryPredicate",
         "RetryStats",
         "RetryTransport",
         "StopReason",

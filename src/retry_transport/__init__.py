@@ -24,7 +24,13 @@ from ._io.transports import (
 from ._leaves.models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._meaning.deadlines import deadline, time_left
 from ._meaning.observe import RetryHook
-from ._meaning.policy import DEFAULT_RETRY_METHODS, DEFAULT_RETRY_STATUSES, Jitter, RetryPolicy
+from ._meaning.policy import (
+    DEFAULT_RETRY_METHODS,
+    DEFAULT_RETRY_STATUSES,
+    Jitter,
+    RetryPolicy,
+    RetryPredicate,
+)
 from ._stores.memory import MemoryStore
 from ._stores.redis import RedisStore
 from ._wire.http import retry_info
@@ -52,6 +58,7 @@ __all__ = [
     "RetryHook",
     "RetryInfo",
     "RetryPolicy",
+    "RetryPredicate",
     "RetryStats",
     "RetryTransport",
     "StopReason",

@@ -51,6 +51,7 @@ from .._meaning.observe import Observer, display
 from .._meaning.policy import compute_backoff
 from .._meaning.rules import (
     Outcome,
+    asked,
     classify_error,
     classify_response,
     final_at_once,
@@ -427,6 +428,9 @@ class RetryCall(TimeLeft):
             guard.learn(self, outcome)
         if outcome.ignored is not None:
             controller.observer.ignored_retry_after(self.origin, outcome.ignored)
+        if status >= 400 and self.policy.retry_if is not None:  # the guards had the built-in
+            outcome = asked(outcome, response, self.policy, controller.wallclock,
+                            controller.cooldown, controller.flavour)
         return outcome
 
     def on_error(self, exc: Exception) -> float | None:
@@ -440,9 +444,13 @@ class RetryCall(TimeLeft):
 
     def _judged_error(self, exc: Exception) -> Outcome:
         """What an attempt's exception means; the attempt's tickets settled with it."""
-        outcome = classify_error(exc, self._controller.flavour)
+        controller = self._controller
+        outcome = classify_error(exc, controller.flavour)
         if self._tickets:
             self._settle(outcome)
+        if self.policy.retry_if is not None:  # the guards had the built-in outcome
+            outcome = asked(outcome, exc, self.policy, controller.wallclock,
+                            controller.cooldown, controller.flavour)
         return outcome
 
     # -- the decision ------------------------------------------------------------------

@@ -33,7 +33,7 @@ from .._leaves.validate import (
     function_kind,
 )
 from .._meaning.observe import RetryHook
-from .._meaning.policy import FIELDS, Jitter, RetryPolicy, did_you_mean
+from .._meaning.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, did_you_mean
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
 
@@ -91,6 +91,7 @@ class TransportOptions(TypedDict, total=False):
     trust_should_retry: bool
     respect_rate_limits: bool
     unapplied_statuses: Iterable[int]
+    retry_if: RetryPredicate | None
     verify: Any
     cert: Any
     http1: bool

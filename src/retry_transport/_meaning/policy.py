@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import math
 import random
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
@@ -17,12 +18,14 @@ from .._leaves.validate import (
     check_header_name,
     check_seconds,
     check_statuses,
+    is_async_function,
 )
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
     "DEFAULT_RETRY_STATUSES",
     "NEVER_RETRIED",
+    "RetryPredicate",
     "Jitter",
     "RetryPolicy",
     "compute_backoff",
@@ -34,6 +37,12 @@ _JITTERS: Final = frozenset(get_args(Jitter))
 #: Statuses a retry may fix: 408 Request Timeout, 429 Too Many Requests, 502 Bad Gateway,
 #: 503 Service Unavailable, 504 Gateway Timeout.
 DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
+#: A policy's ``retry_if``: a plain function of an attempt's response (status 400 or above)
+#: or exception, returning ``True`` (retryable), ``False`` (final) or ``None`` (the built-in
+#: rules decide). (``typing.Callable``, whose alias can say that it lives in
+#: ``retry_transport``.)
+RetryPredicate = typing.Callable[[Any], bool | None]  # noqa: UP007
+
 #: The statuses the library never retries unless the user lists them in ``retry_statuses``:
 #: a server's ``x-should-retry: true`` does not make them retryable.
 NEVER_RETRIED: Final = frozenset({400, 401, 403, 404, 422})
@@ -128,6 +137,20 @@ class RetryPolicy:
             applied). A one-shot body is still never sent twice, and a server's
             ``x-should-retry: false`` still stops it. Each in 100..599 (one below 400 is
             never retryable). Default: none.
+        retry_if: a predicate of your own, ``retry_if(response_or_exception)``: ``True``
+            (retryable), ``False`` (final: handed over now, stop reason ``not_retryable``)
+            or ``None`` (the built-in rules decide). It is shown every exception an attempt
+            raises (not the transport's own refusals, nor cancellations) and every response
+            with a status of 400 or above, hedges' included, before the status and error
+            sets are consulted; a response below 400 is never shown to it. It decides only
+            whether an outcome is retryable: the method and key rules, the one-shot body
+            rule, ``unapplied_statuses``, a server's ``x-should-retry: false``,
+            ``max_attempts``, the deadline and the guards still apply, and the breaker and
+            the throttle judge an origin's health by the built-in sets. A plain function,
+            sync and async alike: it must not block, do I/O or read the response's body.
+            An exception it raises, or an answer of another kind (a ``TypeError``), reaches
+            the caller with a note naming ``retry_if``; nothing more is sent. Default
+            ``None``.
         respect_rate_limits: read rate-limit headers (``RateLimit``, ``X-RateLimit-*``,
             OpenAI's and Anthropic's families): when a response says the quota is exhausted,
             the origin cools down until it resets. Default True.
@@ -151,6 +174,7 @@ class RetryPolicy:
     trust_should_retry: bool = False
     respect_rate_limits: bool = True
     unapplied_statuses: frozenset[int] = frozenset()
+    retry_if: RetryPredicate | None = None
 
     def __init__(
         self,
@@ -170,6 +194,7 @@ class RetryPolicy:
         trust_should_retry: bool = False,
         respect_rate_limits: bool = True,
         unapplied_statuses: Iterable[int] = frozenset(),
+        retry_if: RetryPredicate | None = None,
     ) -> None:
         """Validate the fields (see the class docstring); the collections become frozensets."""
         set_ = object.__setattr__  # the dataclass is frozen
@@ -213,6 +238,24 @@ class RetryPolicy:
             )
         set_(self, "should_retry_header", verdict)
         set_(self, "unapplied_statuses", check_statuses("unapplied_statuses", unapplied_statuses))
+        if retry_if is not None and (not callable(retry_if) or is_async_function(retry_if)):
+            raise TypeError(
+                f"retry_if must be a plain function of a response or an exception returning "
+                f"True, False or None, got {retry_if!r}"
+            )
+        set_(self, "retry_if", retry_if)
+
+    def __repr__(self) -> str:
+        """The fields as the dataclass shows them; ``retry_if`` by its qualified name."""
+        shown = []
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            if spec.name == "retry_if" and value is not None:
+                text = getattr(value, "__qualname__", None) or type(value).__qualname__
+            else:
+                text = repr(value)
+            shown.append(f"{spec.name}={text}")
+        return f"RetryPolicy({', '.join(shown)})"
 
     def replace(self, **changes: Any) -> RetryPolicy:
         """Return a copy with some fields changed; an unknown field raises ``ValueError``."""

@@ -34,7 +34,7 @@ reads a clock of its own; the wall clock is passed in.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 from .._leaves.flavour import Flavour, Response
 from .._leaves.models import (
@@ -181,14 +181,14 @@ def _bare(status: int, retryable: bool) -> Outcome:
 
 def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: bool) -> bool:
     """Whether a first attempt's response is final without a closer look (the quick path):
-    a status outside ``retry_statuses`` and ``COOLDOWN_STATUSES``, and no header that could
-    change that (the server's verdict; with ``pacing``, an exhausted rate-limit quota).
-    Reads header names only."""
+    a status outside ``retry_statuses`` and ``COOLDOWN_STATUSES`` (below 400 with a
+    ``retry_if``), and no header that could change that (the server's verdict; with
+    ``pacing``, an exhausted rate-limit quota). Reads header names only."""
     if status in policy.retry_statuses:
         return False
     if status >= 400:
-        if status in COOLDOWN_STATUSES:  # its Retry-After may cool the origin, retried or not
-            return False
+        if status in COOLDOWN_STATUSES or policy.retry_if is not None:
+            return False  # its Retry-After may cool the origin; the predicate is asked
         verdict = policy.should_retry_header
     else:
         verdict = None
@@ -265,6 +265,59 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
                       quiet=quiet, trusted=verdict is True and policy.trust_should_retry)
     outcome.ignored = ignored
     return outcome
+
+
+def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
+          wallclock: Callable[[], float], cooling: bool, flavour: Flavour) -> Outcome:
+    """``outcome`` as the policy's ``retry_if`` answers for ``result`` (a response of status
+    400 or above, or an exception): ``True`` makes it retryable, ``False`` final, ``None``
+    leaves it. A server's ``x-should-retry: false`` still stops it; the health verdict
+    (``failure``) stays the built-in one. Raises what the predicate raises, and a
+    ``TypeError`` for an answer of another kind, each with a note naming ``retry_if``."""
+    predicate = cast(Callable[[object], object], policy.retry_if)
+    try:
+        answer = predicate(result)
+    except Exception as exc:
+        _note(exc, f"retry-transport: raised by the policy's retry_if ({_named(predicate)})")
+        raise
+    if answer is None:
+        return outcome
+    if answer is not True and answer is not False:
+        error = TypeError(f"retry_if must return True, False or None, got {answer!r}")
+        _note(error, f"retry-transport: the policy's retry_if is {_named(predicate)}")
+        raise error
+    stop = outcome.stop
+    if answer is False:
+        if stop is not None:
+            return outcome
+        return Outcome(outcome.status, outcome.error, outcome.failure, stop=NOT_RETRYABLE,
+                       quiet=outcome.quiet, signal=outcome.signal)
+    if stop is None or stop is SERVER_DECLINED:
+        return outcome
+    if isinstance(result, Exception):
+        return Outcome(None, outcome.error, outcome.failure,
+                       timeout=isinstance(result, flavour.timeouts),
+                       never_sent=isinstance(result, flavour.never_sent))
+    status = result.status_code
+    if not 400 <= status <= 599:  # no status a policy may list: retryable, with no time
+        return Outcome(status, None, outcome.failure, quiet=outcome.quiet)
+    # Read again as if listed: the server's time and its verdict.
+    listed = policy.replace(retry_if=None, retry_statuses=policy.retry_statuses | {status})
+    again = classify_response(result, status, listed, wallclock, cooling)
+    if again.stop is not None:  # the server declined it
+        return again
+    return Outcome(status, None, outcome.failure, floor=again.floor, signal=again.signal,
+                   quiet=outcome.quiet, trusted=again.trusted)
+
+
+def _note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python 3.11 and later
+    if add_note is not None:
+        add_note(note)
+
+
+def _named(predicate: object) -> str:
+    return getattr(predicate, "__qualname__", None) or type(predicate).__qualname__
 
 
 def _quota(signals: Mapping[str, str], response: Response, now: float
