@@ -25,6 +25,7 @@ What the SDKs do on the wire, as these tests pin down:
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import re
 import time
@@ -973,3 +974,18 @@ def test_the_preset_is_never_less_resilient_and_never_carries_out_twice() -> Non
                 assert carried_out(column, preset[0]) == 1
             elif column != "503" and (column != "529" or api == "anthropic"):
                 assert preset == (2, "ok"), (api, column)
+
+
+def test_sdk_retries_above_the_transport_are_named_once(
+        kit: Kit, server: FakeAPI, waits: Waits, caplog: pytest.LogCaptureFixture) -> None:
+    """With the SDK's retries left on, its second attempt says so (x-stainless-retry-count:
+    1): the transport logs one WARNING naming max_retries=0, however many calls follow."""
+    server.fail(kit.create_path, forever=STORM)
+    with caplog.at_level(logging.WARNING, logger="retry_transport"), \
+            sdk(kit, server.url, waits, max_retries=None) as client:
+        for _ in range(2):
+            with pytest.raises(kit.error):
+                kit.create(client)
+    assert "1" in retry_counts(server.requests(kit.create_path))
+    said = [r for r in caplog.records if "x-stainless-retry-count" in r.getMessage()]
+    assert len(said) == 1 and "max_retries=0" in said[0].getMessage()

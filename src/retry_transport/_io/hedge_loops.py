@@ -486,7 +486,12 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
                 continue
             if not isinstance(result, Exception) and isinstance(result, BaseException):
                 raise result  # an interrupt in an attempt: the request ends with it
-            verdict, wait = call.done(slot, result)
+            try:
+                verdict, wait = call.done(slot, result)
+            except BaseException:  # the policy's retry_if raised: the answer goes to no one
+                if not isinstance(result, BaseException):
+                    result.close()
+                raise
             if verdict == "more":
                 if not isinstance(result, Exception):
                     result.close()  # a retryable answer: its connection goes back
@@ -778,6 +783,8 @@ class _Race(_Raced):
                     await _close_all([cast(Response, result)], hedger.flavour, hedger.aclose)
                 return _over(verdict, cast(Exception, result), wait)
             except Exception as exc:
+                if exc is not result and not isinstance(result, BaseException):
+                    await _close_all([result], hedger.flavour, hedger.aclose)  # retry_if raised
                 return exc
         if self.send is None:  # the runner has not started: the try is the first's
             runner.cancel()
@@ -942,7 +949,12 @@ async def _grouped_try(hedger: AsyncHedger, call: HedgedCall, transport: Any,
                         next_at = anyio.current_time() + call.delay
                     continue
                 result = outcome
-                verdict, wait = call.done(slot, result)
+                try:
+                    verdict, wait = call.done(slot, result)
+                except BaseException:  # the policy's retry_if raised: no one takes the answer
+                    if not isinstance(result, BaseException):
+                        await _close_all([result], flavour, aclose)
+                    raise
                 if verdict == "more":
                     if not isinstance(result, Exception):
                         await aclose(result, flavour)  # its connection goes back
