@@ -169,3 +169,48 @@ def test_a_coroutine_function_is_refused() -> None:
 def test_the_policy_shows_it_by_its_qualified_name() -> None:
     """The repr names the predicate, unquoted."""
     assert repr(rt.RetryPolicy(retry_if=Asked.__call__)).endswith("retry_if=Asked.__call__)")
+
+
+def closing_body(mode: str) -> Any:
+    """A response body of the flavour under test that records whether it was closed."""
+    if mode == "sync":
+        class SyncBody(httpx.SyncByteStream):
+            closed = False
+
+            def __iter__(self) -> Any:
+                yield b"{}"
+
+            def close(self) -> None:
+                self.closed = True
+
+        return SyncBody()
+
+    class AsyncBody(httpx.AsyncByteStream):
+        closed = False
+
+        async def __aiter__(self) -> Any:
+            yield b"{}"
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    return AsyncBody()
+
+
+@pytest.mark.parametrize("hedged", [False, True])
+def test_the_answer_in_hand_is_closed_when_the_predicate_raises(
+        harness: Harness, hedged: bool) -> None:
+    """The 503 the predicate was shown is closed before its exception leaves, hedged or not."""
+    def broken(outcome: object) -> bool:
+        raise LookupError("my bug")
+
+    bodies: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(closing_body(harness.mode))
+        return httpx.Response(503, stream=bodies[-1])
+
+    extra: dict[str, Any] = {"hedging": rt.Hedging(60.0)} if hedged else {}
+    with pytest.raises(LookupError):
+        harness.send(harness.transport(handler, retry_if=broken, **extra))
+    assert len(bodies) == 1 and bodies[0].closed

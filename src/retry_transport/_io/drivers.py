@@ -1,11 +1,15 @@
 """The two drivers, sync and async, written once for both flavours (httpx and httpx2).
 
-They are hand-written twins, as httpx's own transports are: each does the I/O and the
-sleeping and nothing else, and every decision is made by the shared core in ``_call/core.py``.
-The two ``handle_*`` loops differ only in ``await``. What differs between httpx and httpx2
-(exception classes, stream and transport classes) comes from the class's ``_flavour``; each
-flavour's public ``RetryTransport`` and ``AsyncRetryTransport`` subclass these drivers and
-that flavour's own transport base classes (``_io/transports.py``, ``httpx2.py``).
+Each does the I/O and the sleeping and nothing else: every decision is made by the shared
+core in ``_call/core.py``. Their loops are one: the async driver's is written in
+``_async_loop.py`` and the sync driver's generated from it (``_sync_loop.py``, by
+``python scripts/unasync.py``), so the two differ only in ``await`` and names. What the
+generator cannot translate is written here, once per driver: the hooks the loops call
+(``_first``, ``_pause``, ``_hedged_try``, ``_drain``, ``_close``), the constructors and
+closing. What differs between httpx and httpx2 (exception classes, stream and transport
+classes) comes from the class's ``_flavour``; each flavour's public ``RetryTransport`` and
+``AsyncRetryTransport`` subclass these drivers and that flavour's own transport base classes
+(``_io/transports.py``, ``httpx2.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +22,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
 
 from .._call.controller import Controller
-from .._call.core import RetryCall
 from .._call.hedged_call import HedgedCall
 from .._call.hedging import Hedging
-from .._call.latency import LatencySummary
 from .._call.options import (
     DEFAULT_BUDGET,
     BudgetArg,
@@ -36,18 +38,17 @@ from .._call.options import (
 from .._guards.breaker import CircuitBreaker
 from .._guards.throttle import AdaptiveThrottle
 from .._leaves.flavour import Flavour, Request, Response
-from .._leaves.models import RetryStats
 from .._meaning.observe import RetryHook
 from .._meaning.policy import RetryPolicy
 from .._stores.memory import MemoryStore
-from .._wire.http import normalise, origin as origin_of
-from .bodies import abuffer, aclose as aclose_response, adrain, buffer, drain
-from .hedge_loops import AsyncHedger, SyncHedger, Workers, sync_try
+from ._async_loop import AsyncLoop
+from ._common import _PUBLIC, _check_request
+from ._sync_loop import SyncLoop
+from .bodies import aclose as aclose_response, adrain, drain
+from .hedge_loops import AsyncHedger, Ended, SyncHedger, Workers, sync_try
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
-
-    from .._guards.budget import RetryBudget
 
 __all__ = ["AsyncRetry", "SyncRetry"]
 
@@ -72,31 +73,6 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._untried = True
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
-
-
-#: Where each flavour's transports are public, by the library's import name.
-_PUBLIC: dict[str, str] = {"httpx": "retry_transport", "httpx2": "retry_transport.httpx2"}
-
-
-def _check_request(flavour: Flavour, request: object, *, sync: bool) -> None:
-    """Refuse a request of the other HTTP library (a client of one library given the other's
-    transport) with a ``TypeError`` naming the class to use: the libraries' classes do not
-    mix, and the inner transport would fail with a bare ``AssertionError``. Run on a
-    transport's first request, and when an attempt fails with an ``AssertionError`` or a
-    ``TypeError``: never on the success path."""
-    if isinstance(request, flavour.request):
-        return
-    library = type(request).__module__.partition(".")[0]
-    name = "RetryTransport" if sync else "AsyncRetryTransport"
-    ours = f"{_PUBLIC[flavour.name]}.{name}"
-    if library in _PUBLIC:
-        raise TypeError(
-            f"{ours} serves {flavour.name} clients, but it was given an {library}.Request "
-            f"(an {library}.{'Client' if sync else 'AsyncClient'}): use "
-            f"{_PUBLIC[library]}.{name} with {library}"
-        )
-    raise TypeError(f"{ours} serves {flavour.name} clients, but it was given {request!r}, "
-                    f"which is no {flavour.name}.Request")
 
 
 def _wrong_client(flavour: Flavour, *, sync: bool) -> TypeError:
@@ -155,57 +131,10 @@ def _loop_clock() -> Callable[[], float]:
     return loop.time if type(loop).time is not asyncio.BaseEventLoop.time else time.monotonic
 
 
-class _Common:
-    _controller: Controller
-    _transport: Any
-    _pooled: bool
-    _flavour: ClassVar[Flavour]
-    #: Whether no request was handled yet: the first one's library is checked, then this
-    #: is False, so the success path checks nothing.
-    _untried: bool = True
-    #: The clock attempts' latencies are timed with, and where they are recorded.
-    _lap: Callable[[], float]
-    _record: Callable[[str, float, float], None]
-
-    @property
-    def policy(self) -> RetryPolicy:
-        """The transport's default policy (per-request overrides apply on top of it)."""
-        return self._controller.policy
-
-    @property
-    def budget(self) -> RetryBudget | None:
-        """The retry budget this transport spends, or ``None``."""
-        return self._controller.budget
-
-    @property
-    def stats(self) -> RetryStats:
-        """A snapshot of this transport's counters."""
-        return self._controller.stats()
-
-    def latency(self, url_or_origin: object) -> LatencySummary | None:
-        """The latency of ``url_or_origin``'s attempts over the last minute (from sending
-        an attempt to its response's headers, on the transport's ``clock``): ``count`` and
-        the ``p50``, ``p95``, ``p99`` and ``p999`` percentiles in seconds, each within 5%;
-        ``None`` for an origin with none. Accepts a URL (of either library, or a string)
-        or an origin (``"https://api.example.com"``)."""
-        return self._controller.latency.summary(normalise(url_or_origin))
-
-    def _call(self, request: Request, closes: int) -> RetryCall:
-        controller = self._controller
-        if controller.hedging is not None:
-            return HedgedCall(controller, request, controller.hedging, closes)
-        return RetryCall(controller, request, closes=closes)
-
-    def _count_close(self) -> None:
-        """The transport is being closed: no attempt of a request under way starts after
-        this (``RetryCall.attempt_request``, ``HedgedCall.hedge``)."""
-        self._controller.closes += 1
-
-
-class SyncRetry(_Common, Generic[_Sync]):
+class SyncRetry(SyncLoop, Generic[_Sync]):
     """The sync driver: each flavour's ``RetryTransport`` is this and its ``BaseTransport``."""
 
-    _hedger: SyncHedger  # when hedging
+    _sync = True
 
     def __init__(
         self,
@@ -336,96 +265,19 @@ class SyncRetry(_Common, Generic[_Sync]):
         if slept is not None:
             _waited(slept)
 
-    def handle_request(self, request: Request) -> Response:
-        if self._untried:
-            self._first(request)
-        controller = self._controller
-        closes = controller.closes
-        # None while the first attempt goes as it is (the usual case: the quick path).
-        call = None if controller.quick.counted_first(request) else self._call(request, closes)
-        stream = request.stream
-        race = None  # a quick first attempt that a hedge may join, on a worker
-        if call is None and controller.hedging is not None:
-            call, race = self._hedger.start(self._transport, request, closes, stream)
-        lap = self._lap
-        timed = controller.timed
-        try:
-            wait = None if call is None else call.wait
-            hedged = cast(HedgedCall, call) if call is not None and call.hedged else None
-            transport = self._transport
-            while True:
-                if wait is not None:
-                    self._pause(wait, closes)
-                if hedged is not None:  # the first try, hedged (None: no worker is free)
-                    ended = sync_try(hedged, transport, self._workers, self._record, lap)
-                    hedged = None
-                    if ended is not None:
-                        done, wait = ended
-                        if done is not None:
-                            return done
-                        continue
-                attempt = request if call is None else call.ready or call.attempt_request()
-                try:
-                    if race is None:
-                        start = lap() if timed() else None
-                        response = transport.handle_request(attempt)
-                        if start is not None:
-                            end = lap()
-                            self._record(origin_of(request.url), end - start, end)
-                    else:  # timed by the race; None: it was hedged
-                        response = race.attempt()
-                except Exception as exc:
-                    race = None
-                    if call is None:
-                        call = RetryCall(controller, request, quick=True, stream=stream,
-                                         closes=closes)
-                    wait = call.on_error(exc)
-                    if wait is None:
-                        if isinstance(exc, (AssertionError, TypeError)):
-                            _check_request(self._flavour, request, sync=True)
-                        raise
-                    continue
-                if race is not None:  # the quick first attempt, sent by the race
-                    hedged_race, race = race, None
-                    if response is None:  # hedged: the try's outcome
-                        call = hedged_race.call
-                        done, wait = hedged_race.outcome()
-                        if done is not None:
-                            return done
-                        continue
-                if call is None:
-                    if controller.quick.ends(request, response):
-                        return response
-                    call = RetryCall(controller, request, quick=True, stream=stream,
-                                         closes=closes)
-                elif call.policy.retry_body_errors:
-                    limit = call.body_limit(response)
-                    if limit is not None:
-                        try:
-                            call.body_read(buffer(response, limit, self._flavour))
-                        except Exception as exc:
-                            response.close()
-                            wait = call.on_error(exc)
-                            if wait is None:
-                                raise
-                            continue
-                        except BaseException:
-                            response.close()
-                            raise
-                wait = call.on_response(response)
-                if wait is None:
-                    return response
-                try:
-                    if call.should_drain(response):
-                        drain(response, controller.clock)
-                except Exception:
-                    pass  # a broken body is as good as discarded
-                finally:
-                    response.close()
-        except BaseException:
-            if call is not None:  # a cancel or an interrupt mid-attempt: the request back
-                call.abandon()
-            raise
+    def _hedged_try(self, call: HedgedCall) -> Ended:
+        """Run the first try of a hedged ``call`` on the workers: how it ended, or
+        ``(None, None)`` when no worker is free (its attempts then go unhedged, at once)."""
+        return sync_try(call, self._transport, self._workers, self._record,
+                        self._lap) or (None, None)
+
+    def _drain(self, response: Response) -> None:
+        """Read a discarded response's body, within ``DRAIN_MAX_SECONDS`` of the clock."""
+        drain(response, self._controller.clock)
+
+    def _close(self, response: Response) -> None:
+        """Close a response."""
+        response.close()
 
     # An AsyncClient's entry points: refused, naming AsyncRetryTransport, nothing sent.
     def handle_async_request(self, request: Request) -> Response:
@@ -473,10 +325,10 @@ class SyncRetry(_Common, Generic[_Sync]):
         return f"{type(self).__name__}({self._transport!r}, policy={self.policy!r})"
 
 
-class AsyncRetry(_Common, Generic[_Async]):
+class AsyncRetry(AsyncLoop, Generic[_Async]):
     """The async driver: each flavour's ``AsyncRetryTransport``."""
 
-    _hedger: AsyncHedger  # when hedging, from the first request on
+    _sync = False
 
     def __init__(
         self,
@@ -547,94 +399,17 @@ class AsyncRetry(_Common, Generic[_Async]):
             finally:
                 waits.discard(scope)
 
-    async def handle_async_request(self, request: Request) -> Response:
-        if self._untried:
-            self._first(request)
-        controller = self._controller
-        closes = controller.closes
-        # None while the first attempt goes as it is (the usual case: the quick path).
-        call = None if controller.quick.counted_first(request) else self._call(request, closes)
-        stream = request.stream
-        race = None  # a quick first attempt that a hedge may join (asyncio)
-        if call is None and controller.hedging is not None:
-            call, race = self._hedger.start(self._transport, request, closes, stream)
-        lap = self._lap
-        timed = controller.timed
-        try:
-            wait = None if call is None else call.wait
-            hedged = cast(HedgedCall, call) if call is not None and call.hedged else None
-            transport = self._transport
-            while True:
-                if wait is not None:
-                    await self._pause(wait, closes)
-                if hedged is not None:  # the first try, hedged
-                    done, wait = await self._hedger.run(transport, hedged)
-                    hedged = None
-                    if done is not None:
-                        return done
-                    continue
-                attempt = request if call is None else call.ready or call.attempt_request()
-                try:
-                    if race is None:
-                        start = lap() if timed() else None
-                        response = await transport.handle_async_request(attempt)
-                        if start is not None:
-                            end = lap()
-                            self._record(origin_of(request.url), end - start, end)
-                    else:  # timed by the race; None: it was hedged
-                        response = await race.attempt()
-                except Exception as exc:
-                    race = None
-                    if call is None:
-                        call = RetryCall(controller, request, quick=True, stream=stream,
-                                         closes=closes)
-                    wait = call.on_error(exc)
-                    if wait is None:
-                        if isinstance(exc, (AssertionError, TypeError)):
-                            _check_request(self._flavour, request, sync=False)
-                        raise
-                    continue
-                if race is not None:  # the quick first attempt, sent by the race
-                    hedged_race, race = race, None
-                    if response is None:  # hedged: the try's outcome
-                        call = hedged_race.call
-                        done, wait = hedged_race.outcome()
-                        if done is not None:
-                            return done
-                        continue
-                if call is None:
-                    if controller.quick.ends(request, response):
-                        return response
-                    call = RetryCall(controller, request, quick=True, stream=stream,
-                                         closes=closes)
-                elif call.policy.retry_body_errors:
-                    limit = call.body_limit(response)
-                    if limit is not None:
-                        try:
-                            call.body_read(await abuffer(response, limit, self._flavour))
-                        except Exception as exc:
-                            await aclose_response(response, self._flavour)
-                            wait = call.on_error(exc)
-                            if wait is None:
-                                raise
-                            continue
-                        except BaseException:
-                            await aclose_response(response, self._flavour)
-                            raise
-                wait = call.on_response(response)
-                if wait is None:
-                    return response
-                try:
-                    if call.should_drain(response):
-                        await adrain(response)
-                except Exception:
-                    pass  # a broken body is as good as discarded
-                finally:
-                    await aclose_response(response, self._flavour)
-        except BaseException:
-            if call is not None:  # a cancel or an interrupt mid-attempt: the request back
-                call.abandon()
-            raise
+    async def _hedged_try(self, call: HedgedCall) -> Ended:
+        """Run the first try of a hedged ``call``: how it ended."""
+        return await self._hedger.run(self._transport, call)
+
+    async def _drain(self, response: Response) -> None:
+        """Read a discarded response's body, for ``DRAIN_MAX_SECONDS`` at most."""
+        await adrain(response)
+
+    async def _close(self, response: Response) -> None:
+        """Close a response, even while the task is being cancelled."""
+        await aclose_response(response, self._flavour)
 
     # A sync Client's entry points: refused, naming RetryTransport, nothing sent.
     def handle_request(self, request: Request) -> Response:

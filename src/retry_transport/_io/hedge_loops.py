@@ -918,6 +918,7 @@ async def _grouped_try(hedger: AsyncHedger, call: HedgedCall, transport: Any,
     result: Response | Exception | None = None
     wait: float | None = None
     ended = False  # the loop reached a verdict (else an exception ended it)
+    raised: Exception | None = None  # what the call raised when asked about an outcome
     unread: list[Response] = []  # answers handed to no one: closed whatever happens
     try:
         async with anyio.create_task_group() as group:
@@ -951,10 +952,11 @@ async def _grouped_try(hedger: AsyncHedger, call: HedgedCall, transport: Any,
                 result = outcome
                 try:
                     verdict, wait = call.done(slot, result)
-                except BaseException:  # the policy's retry_if raised: no one takes the answer
-                    if not isinstance(result, BaseException):
-                        await _close_all([result], flavour, aclose)
-                    raise
+                except Exception as exc:  # the policy's retry_if raised: raised after the group
+                    raised = exc  # (inside it, trio would hand it over in an exception group)
+                    group.cancel_scope.cancel()
+                    ended = True
+                    break
                 if verdict == "more":
                     if not isinstance(result, Exception):
                         await aclose(result, flavour)  # its connection goes back
@@ -991,6 +993,10 @@ async def _grouped_try(hedger: AsyncHedger, call: HedgedCall, transport: Any,
         # own. It is the caller's: raise it again (asyncio.timeout turns it into its
         # TimeoutError). A retryable answer in hand was closed already.
         raise anyio.get_cancelled_exc_class()
+    if raised is not None:  # the answer in hand goes to no one
+        if not isinstance(result, Exception) and result is not None:
+            await _close_all([result], flavour, aclose)
+        raise raised
     if verdict == "retry" and not isinstance(result, Exception):
         await _close_all([result], flavour, aclose)
     return _over(verdict, result, wait)

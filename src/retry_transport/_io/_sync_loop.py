@@ -1,0 +1,144 @@
+# Generated from _async_loop.py by `python scripts/unasync.py`: do not edit. Edit the
+# source, then run the command again (CI checks with `python scripts/unasync.py --check`).
+"""A driver's loop and the I/O it runs, written once: ``_async_loop.py`` is the source, and
+``_sync_loop.py`` is generated from it by ``python scripts/unasync.py`` (a table of token
+replacements: ``await`` dropped, each async name replaced by its sync twin), which CI runs
+with ``--check`` so that the two cannot drift. Edit the source, then run the script.
+
+What the table cannot translate is each driver's own, in ``drivers.py``: the hooks the loop
+class declares (the first request's checks, the wait between attempts, a hedged first try,
+draining and closing a response).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from .._call.hedged_call import HedgedCall
+from .._wire.http import origin as origin_of
+from ._common import _Common
+from .bodies import buffer
+
+if TYPE_CHECKING:
+    from .._call.core import RetryCall
+    from .._leaves.flavour import Request, Response
+    from .hedge_loops import SyncHedger
+
+__all__ = ["SyncLoop"]
+
+
+class SyncLoop(_Common):
+    """The loop of each ``RetryTransport``, and the I/O it runs."""
+
+    _hedger: SyncHedger  # when hedging (made by the driver's ``__init__`` or ``_first``)
+
+    if TYPE_CHECKING:  # the hooks: each driver's own (``drivers.py``)
+        def _first(self, request: Request) -> None: ...
+        def _pause(self, seconds: float, closes: int) -> None: ...
+        def _hedged_try(self, call: HedgedCall) -> tuple[Response | None, float | None]: ...
+        def _drain(self, response: Response) -> None: ...
+        def _close(self, response: Response) -> None: ...
+
+    def handle_request(self, request: Request) -> Response:
+        """Send ``request`` until an outcome is final, and hand that over. It decides nothing:
+        ``QuickPath`` and the ``RetryCall`` do. It only executes: it waits, sends, reads a
+        body, drains and closes as told, and gives the request back when stopped mid-attempt."""
+        if self._untried:
+            self._first(request)
+        controller = self._controller
+        closes = controller.closes
+        # None while the first attempt goes as it is (the usual case: the quick path).
+        call = None if controller.quick.counted_first(request) else self._call(request, closes)
+        stream = request.stream
+        race = None  # a quick first attempt that a hedge may join
+        if call is None and controller.hedging is not None:
+            call, race = self._hedger.start(self._transport, request, closes, stream)
+        lap, timed, transport = self._lap, controller.timed, self._transport
+        try:
+            wait = None if call is None else call.wait
+            if call is not None and call.hedged:  # the first try, hedged
+                if wait is not None:
+                    self._pause(wait, closes)
+                done, wait = self._hedged_try(cast(HedgedCall, call))
+                if done is not None:
+                    return done
+            while True:
+                if wait is not None:
+                    self._pause(wait, closes)
+                attempt = request if call is None else call.ready or call.attempt_request()
+                try:
+                    if race is None:
+                        start = lap() if timed() else None
+                        response = transport.handle_request(attempt)
+                        if start is not None:
+                            end = lap()
+                            self._record(origin_of(request.url), end - start, end)
+                    else:  # timed by the race; None: it was hedged
+                        response = race.attempt()
+                except Exception as exc:
+                    race = None
+                    if call is None:
+                        call = self._begin(request, stream, closes)
+                    wait = call.on_error(exc)
+                    if wait is None:
+                        self._check_failed(request, exc)
+                        raise
+                    continue
+                if race is not None:  # the quick first attempt, sent by the race
+                    hedged_race, race = race, None
+                    if response is None:  # hedged: the try's outcome
+                        call = hedged_race.call
+                        done, wait = hedged_race.outcome()
+                        if done is not None:
+                            return done
+                        continue
+                if call is None:
+                    if controller.quick.ends(request, response):
+                        return response
+                    call = self._begin(request, stream, closes)
+                elif call.policy.retry_body_errors:
+                    wait = self._read_body(call, response)
+                    if wait is not None:  # the body failed: retried after the wait
+                        continue
+                try:
+                    wait = call.on_response(response)
+                except BaseException:  # the policy's retry_if raised: the answer is no one's
+                    self._close(response)
+                    raise
+                if wait is None:
+                    return response
+                self._discard(call, response)
+        except BaseException:
+            if call is not None:  # a cancel or an interrupt mid-attempt: the request back
+                call.abandon()
+            raise
+
+    def _read_body(self, call: RetryCall, response: Response) -> float | None:
+        """Read ``response``'s body into memory when ``call`` asks (``retry_body_errors``):
+        ``None`` when it was read or is not to be; when the read fails, the response is
+        closed and the error judged: the wait before the next attempt, or it is raised."""
+        limit = call.body_limit(response)
+        if limit is None:
+            return None
+        try:
+            call.body_read(buffer(response, limit, self._flavour))
+        except Exception as exc:
+            self._close(response)
+            wait = call.on_error(exc)
+            if wait is None:
+                raise
+            return wait
+        except BaseException:
+            self._close(response)
+            raise
+        return None
+
+    def _discard(self, call: RetryCall, response: Response) -> None:
+        """Drain a response that is not handed over when ``call`` says so, then close it."""
+        try:
+            if call.should_drain(response):
+                self._drain(response)
+        except Exception:
+            pass  # a broken body is as good as discarded
+        finally:
+            self._close(response)
