@@ -9,6 +9,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -67,8 +68,8 @@ def test_no_attempt_header_by_default(harness: Harness) -> None:
     assert [header for _, header, _ in seen] == [None, None]
 
 
-@pytest.mark.parametrize("bad", ["", "two words", 3, b"x-attempt"])
-@pytest.mark.parametrize("transport", ["RetryTransport", "AsyncRetryTransport"])
+@table("bad", ["", "two words", 3, b"x-attempt"], over="transport",
+       modes=["RetryTransport", "AsyncRetryTransport"])
 def test_a_bad_attempt_header_is_refused(transport: str, bad: object) -> None:
     with pytest.raises(ValueError, match="attempt_header"):
         getattr(rt, transport)(attempt_header=bad)

@@ -1,5 +1,6 @@
 """The circuit breaker through the transports: both flavours, sync and async (asyncio and
-trio), in virtual time. The breaker shares the harness's FakeClock with the transport."""
+trio), in virtual time; a table of values runs its first row so and its other rows sync
+(``tests.tables``). The breaker shares the harness's FakeClock with the transport."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from trio.testing import MockClock
 from retry_transport.testing import retry_testing
 from tests.flavour import httpx, rt
 from tests.harness import FakeClock, Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -82,7 +84,7 @@ FAILURES: list[Any] = [503, 500, 502, 504, 429, 408, 501, 599,
                        "RemoteProtocolError"]
 
 
-@pytest.mark.parametrize("outcome", FAILURES)
+@table("outcome", FAILURES)
 def test_failures_open_the_breaker(harness: Harness, outcome: Any) -> None:
     """Statuses >= 500 or in retry_statuses and transient transport errors are failures."""
     outcome = getattr(httpx, outcome) if isinstance(outcome, str) else outcome
@@ -112,7 +114,7 @@ def test_a_status_in_custom_retry_statuses_is_a_failure(harness: Harness) -> Non
     assert breaker.state(URL) == "open"
 
 
-@pytest.mark.parametrize("status", [404, 401, 400, 403, 409, 422, 200, 201, 204, 302])
+@table("status", [404, 401, 400, 403, 409, 422, 200, 201, 204, 302])
 def test_healthy_answers_never_open_it(harness: Harness, status: int) -> None:
     server = Server(status)
     breaker = make_breaker(harness, min_requests=3, failure_ratio=0.5)
@@ -123,7 +125,7 @@ def test_healthy_answers_never_open_it(harness: Harness, status: int) -> None:
     assert server.calls == 30
 
 
-@pytest.mark.parametrize("status", [404, 401])
+@table("status", [404, 401])
 def test_healthy_answers_count_as_outcomes(harness: Harness, status: int) -> None:
     """3 healthy + 1 failure is 0.25 (closed); 2 healthy + 2 failures is 0.5 (open)."""
     server = Server(status)
@@ -240,7 +242,7 @@ def test_ipv6_origin(harness: Harness) -> None:
     assert refused(harness, transport, url="http://[::1]:8080/y").origin == "http://[::1]:8080"
 
 
-@pytest.mark.parametrize("override", [False, {"max_attempts": 1}, {"deadline": 100.0}])
+@table("override", [False, {"max_attempts": 1}, {"deadline": 100.0}])
 def test_requests_with_retries_off_are_refused_too(harness: Harness, override: Any) -> None:
     server = Server()
     breaker = make_breaker(harness)
@@ -338,7 +340,7 @@ def test_circuit_open_is_checked_before_an_empty_budget(harness: Harness) -> Non
     assert rt.retry_info(response).stop_reason is rt.StopReason.CIRCUIT_OPEN
 
 
-@pytest.mark.parametrize(
+@table(
     ("kwargs", "headers", "reason"),
     [
         ({"max_attempts": 2}, {}, "max_attempts"),

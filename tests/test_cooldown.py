@@ -10,6 +10,7 @@ from trio.testing import MockClock
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -29,7 +30,7 @@ def router(log: list[tuple[str, float]], harness: Harness, first: httpx.Response
     return handler
 
 
-@pytest.mark.parametrize("status", [429, 503])
+@table("status", [429, 503])
 def test_other_requests_wait_out_the_cooldown(harness: Harness, status: int) -> None:
     """After a 429/503 with Retry-After, the next request to that origin waits first."""
     log: list[tuple[str, float]] = []
@@ -92,7 +93,7 @@ def test_cooldown_can_be_turned_off(harness: Harness) -> None:
     assert harness.waits == []
 
 
-@pytest.mark.parametrize("status", [502, 504, 408])
+@table("status", [502, 504, 408])
 def test_only_429_and_503_start_a_cooldown(harness: Harness, status: int) -> None:
     """Retry-After on other statuses still sets that request's wait, not the origin's."""
     log: list[tuple[str, float]] = []
@@ -210,7 +211,7 @@ def test_cooldown_wait_is_logged_and_told_to_hooks(
     assert (cooldowns[0].attempt, cooldowns[0].wait) == (0, 45.5)
 
 
-@pytest.mark.parametrize("override", [False, {"respect_retry_after": False}])
+@table("override", [False, {"respect_retry_after": False}])
 def test_requests_ignoring_retry_after_are_not_held(harness: Harness, override: Any) -> None:
     """A request that opts out of retries or of Retry-After is not held by others' quiet."""
     log: list[tuple[str, float]] = []
@@ -298,7 +299,7 @@ def test_cooldown_error_pickles() -> None:
         assert (str(clone), clone.origin, clone.remaining) == ("quiet", "https://a:443", 3.0)
 
 
-@pytest.mark.parametrize(
+@table(
     ("cooling", "other"),
     [
         ("https://a.example.com/items", "http://a.example.com/items"),  # same host, other port

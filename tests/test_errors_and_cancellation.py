@@ -14,6 +14,7 @@ import pytest
 
 from tests.flavour import current, httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -73,7 +74,7 @@ def direct(harness: Harness, transport: Any, request: httpx.Request) -> httpx.Re
     return harness.run(main)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize(
+@table(
     ("make", "attempts", "reason"),
     [
         (lambda: errors().FrozenReadError(), 3, "MAX_ATTEMPTS"),

@@ -1,7 +1,8 @@
 """The server-side middlewares: an application runs within the deadline its caller sent in
 ``x-request-deadline-ms``, and within no other.
 
-The ASGI middleware is called through ``httpx.ASGITransport`` (on asyncio and trio), the
+The ASGI middleware is called through ``httpx.ASGITransport`` (on asyncio and trio; a
+table of values on both for its first row, on asyncio for the others: ``tests.tables``), the
 WSGI one through ``httpx.WSGITransport``, and each directly where a transport cannot send
 what the test needs. Every application reports ``time_left()`` from inside; no test sleeps,
 so a deadline of 1.5 s reads between 1.0 and 1.5 s whatever the machine's speed.
@@ -24,6 +25,7 @@ import retry_transport as rt
 from retry_transport import asgi, wsgi
 from retry_transport._meaning import deadlines as _deadlines
 from retry_transport._meaning.deadlines import deadline, time_left
+from tests.tables import table
 
 if sys.version_info >= (3, 11):
     from builtins import ExceptionGroup
@@ -128,7 +130,7 @@ async def test_asgi_the_app_runs_within_the_deadline_sent() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("value", PADDED)
+@table("value", PADDED, over="anyio_backend")
 async def test_asgi_blanks_around_the_value_are_allowed(value: str) -> None:
     app = ASGIApp()
     await asgi_get(asgi.DeadlineMiddleware(app), {HEADER: value})
@@ -136,7 +138,7 @@ async def test_asgi_blanks_around_the_value_are_allowed(value: str) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("value", ZEROS)
+@table("value", ZEROS, over="anyio_backend")
 async def test_asgi_a_deadline_of_0_is_answered_504_without_the_app(value: str) -> None:
     app = ASGIApp()
     response = await asgi_get(asgi.DeadlineMiddleware(app), {HEADER: value})
@@ -148,8 +150,9 @@ async def test_asgi_a_deadline_of_0_is_answered_504_without_the_app(value: str) 
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("value", MALFORMED)
-@pytest.mark.parametrize("max_seconds", [None, 2.0])
+@table(("max_seconds", "value"), [pytest.param(seconds, *row.values, id=f"{seconds}-{row.id}")
+                                  for seconds in (None, 2.0) for row in MALFORMED],
+       over="anyio_backend")
 async def test_asgi_a_malformed_value_runs_the_app_with_no_deadline(
     value: str, max_seconds: float | None,
 ) -> None:
@@ -176,9 +179,9 @@ async def test_asgi_the_header_sent_twice_grants_no_deadline() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("value", "max_seconds", "expected"), [
+@table(("value", "max_seconds", "expected"), [
     ("5000", 2.0, 2.0), ("1500", 2.0, 1.5), ("999999999999999", 0.5, 0.5),
-])
+], over="anyio_backend")
 async def test_asgi_max_seconds_caps_what_a_caller_grants(
     value: str, max_seconds: float, expected: float,
 ) -> None:
@@ -222,11 +225,11 @@ async def _ignore_receive() -> MutableMapping[str, Any]:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("name", "value", "granted"), [
+@table(("name", "value", "granted"), [
     (b"X-Request-Deadline-Ms", b"1500", True),  # a server that kept the case
     (HEADER.encode(), "١٥٠٠".encode(), False),  # digits of another script
     (HEADER.encode(), b"\xff", False),
-])
+], over="anyio_backend")
 async def test_asgi_headers_as_a_server_may_hand_them(name: bytes, value: bytes,
                                                       granted: bool) -> None:
     app = ASGIApp()
@@ -847,7 +850,7 @@ NO_TIME_LEFT = [
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("value", "max_seconds", "offset", "expected"), OFFSETS)
+@table(("value", "max_seconds", "offset", "expected"), OFFSETS, over="anyio_backend")
 async def test_asgi_the_app_gets_the_time_left_less_the_offset(
     frozen: None, value: str, max_seconds: float | None, offset: float, expected: float,
 ) -> None:
@@ -859,7 +862,7 @@ async def test_asgi_the_app_gets_the_time_left_less_the_offset(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("value", "max_seconds", "offset"), NO_TIME_LEFT)
+@table(("value", "max_seconds", "offset"), NO_TIME_LEFT, over="anyio_backend")
 async def test_asgi_no_time_above_the_offset_is_answered_504_without_the_app(
     value: str, max_seconds: float | None, offset: float,
 ) -> None:

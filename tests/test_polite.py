@@ -8,6 +8,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 from tests.test_transport import script
 
 pytestmark = pytest.mark.usefixtures("flavour")
@@ -31,8 +32,8 @@ def test_contact_does_not_override_an_explicit_from(harness: Harness) -> None:
     assert seen[0].headers["from"] == "me@example.org"
 
 
-@pytest.mark.parametrize("address", ["not an address", "ops@", "@example.com", "a b@c.com"])
-@pytest.mark.parametrize("cls", TRANSPORTS)
+@table("address", ["not an address", "ops@", "@example.com", "a b@c.com"], over="cls",
+       modes=TRANSPORTS)
 def test_invalid_contact_is_a_value_error(cls: str, address: str) -> None:
     """The address is checked at construction, with the validator's reason."""
     with pytest.raises(ValueError, match="contact"):
@@ -44,8 +45,8 @@ def test_contact_check_needs_no_network() -> None:
     rt.RetryTransport(contact="ops@no-such-domain.invalid-tld-for-tests.example")
 
 
-@pytest.mark.parametrize("address", ["Ops@Example.COM", "Ops Team <ops@example.com>",
-                                     '"Ops, Team" <ops@example.com>', "<ops@example.com>"])
+@table("address", ["Ops@Example.COM", "Ops Team <ops@example.com>",
+                   '"Ops, Team" <ops@example.com>', "<ops@example.com>"])
 def test_ascii_contact_is_sent_as_written(harness: Harness, address: str) -> None:
     """An ASCII address or "Name <address>" reaches the server exactly as given."""
     handler, seen = script(200)
@@ -53,7 +54,7 @@ def test_ascii_contact_is_sent_as_written(harness: Harness, address: str) -> Non
     assert seen[0].headers["from"] == address
 
 
-@pytest.mark.parametrize(("address", "sent"), [
+@table(("address", "sent"), [
     ("ops@exämple.com", "ops@xn--exmple-cua.com"),
     ("ops@ＥＸＡＭＰＬＥ.com", "ops@example.com"),
     ("Ops Team <ops@exämple.com>", "Ops Team <ops@xn--exmple-cua.com>"),
@@ -77,26 +78,24 @@ def test_surrounding_spaces_are_not_sent(harness: Harness) -> None:
     assert seen[0].headers["from"] == "Ops <ops@example.com>"
 
 
-@pytest.mark.parametrize("address", ["zoë@example.com", "Ops <zoë@exämple.com>",
-                                     '"Zoë" <ops@example.com>', "Zoë Team <ops@example.com>"])
-@pytest.mark.parametrize("cls", TRANSPORTS)
+@table("address", ["zoë@example.com", "Ops <zoë@exämple.com>", '"Zoë" <ops@example.com>',
+                   "Zoë Team <ops@example.com>"], over="cls", modes=TRANSPORTS)
 def test_contact_that_cannot_be_ascii_is_refused(cls: str, address: str) -> None:
     """A local part or display name outside ASCII is refused at construction, not per request."""
     with pytest.raises(ValueError, match="^contact .*not ASCII"):
         getattr(rt, cls)(contact=address)
 
 
-@pytest.mark.parametrize("address", ["Ops\r\n <ops@example.com>", "Ops\t<ops@example.com>",
-                                     "ops@example.com\r\nX-Admin: 1", "Ops\x7f <ops@example.com>"])
-@pytest.mark.parametrize("cls", TRANSPORTS)
+@table("address", ["Ops\r\n <ops@example.com>", "Ops\t<ops@example.com>",
+                   "ops@example.com\r\nX-Admin: 1", "Ops\x7f <ops@example.com>"], over="cls",
+       modes=TRANSPORTS)
 def test_contact_with_a_control_character_is_refused(cls: str, address: str) -> None:
     """CR, LF, tab and other control characters never reach a header."""
     with pytest.raises(ValueError, match="^contact contains the control character"):
         getattr(rt, cls)(contact=address)
 
 
-@pytest.mark.parametrize("value", [42, b"ops@example.com", ["ops@example.com"]])
-@pytest.mark.parametrize("cls", TRANSPORTS)
+@table("value", [42, b"ops@example.com", ["ops@example.com"]], over="cls", modes=TRANSPORTS)
 def test_contact_that_is_not_a_str_is_a_value_error(cls: str, value: object) -> None:
     """A contact that is not a str is refused with a ValueError that names the option."""
     with pytest.raises(ValueError, match="^contact must be an e-mail address"):

@@ -1,9 +1,11 @@
 """Server signals besides Retry-After, through the transports: retry-after-ms, the server's
 verdict (x-should-retry), and pacing by rate-limit headers. Every test runs sync and async
-(asyncio, trio), on httpx and httpx2."""
+(asyncio, trio), on httpx and httpx2; a table of values runs its first row so and its other
+rows sync (``tests.tables``)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import httpx as httpx_plain
@@ -11,6 +13,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -45,7 +48,7 @@ def info_of(response: Any) -> Any:
 # -- retry-after-ms ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
+@table(
     ("headers", "floor", "signal"),
     [
         ({"retry-after-ms": "1500", "Retry-After": "10"}, 1.5, "retry-after-ms"),  # wins
@@ -106,7 +109,7 @@ def test_should_retry_false_declines_a_retryable_status(harness: Harness) -> Non
     assert harness.waits == [4.0]  # the next request waited out the cooldown
 
 
-@pytest.mark.parametrize("status", [404, 400, 200])
+@table("status", [404, 400, 200])
 def test_should_retry_false_leaves_other_outcomes_alone(harness: Harness, status: int) -> None:
     """On an outcome that is not retried anyway, the verdict changes no stop reason."""
     handler, seen = answers((status, {"x-should-retry": "false"}))
@@ -115,8 +118,7 @@ def test_should_retry_false_leaves_other_outcomes_alone(harness: Harness, status
     assert info_of(response).stop_reason is expected and len(seen) == 1
 
 
-@pytest.mark.parametrize("status", [500, 409, 418])
-@pytest.mark.parametrize("value", ["true", "TRUE", "True"])
+@table(("value", "status"), itertools.product(["true", "TRUE", "True"], [500, 409, 418]))
 def test_should_retry_true_retries_any_error_status(
     harness: Harness, status: int, value: str
 ) -> None:
@@ -126,7 +128,7 @@ def test_should_retry_true_retries_any_error_status(
     assert response.status_code == 200 and len(seen) == 2
 
 
-@pytest.mark.parametrize("value", ["yes", "1", "", "true, false", "tru"])
+@table("value", ["yes", "1", "", "true, false", "tru"])
 def test_other_verdicts_are_ignored(harness: Harness, value: str) -> None:
     """Only true and false are verdicts: a 500 with anything else is not retried."""
     handler, seen = answers((500, {"x-should-retry": value}), 200)
@@ -195,7 +197,7 @@ EXHAUSTED = [
 ]
 
 
-@pytest.mark.parametrize(("headers", "signal"), EXHAUSTED)
+@table(("headers", "signal"), EXHAUSTED)
 def test_an_exhausted_quota_holds_the_next_request(
     harness: Harness, headers: dict[str, str], signal: str
 ) -> None:
@@ -213,7 +215,7 @@ def test_an_exhausted_quota_holds_the_next_request(
     assert harness.waits == [5.0]  # another origin is not held
 
 
-@pytest.mark.parametrize("option", [{"respect_rate_limits": False}, {"cooldown": False}])
+@table("option", [{"respect_rate_limits": False}, {"cooldown": False}])
 def test_pacing_can_be_turned_off(harness: Harness, option: dict[str, Any]) -> None:
     """respect_rate_limits=False stops reading the headers; cooldown=False stops all holds."""
     handler, seen = answers((200, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "5"}))
@@ -223,7 +225,7 @@ def test_pacing_can_be_turned_off(harness: Harness, option: dict[str, Any]) -> N
     assert harness.waits == [] and len(seen) == 2
 
 
-@pytest.mark.parametrize(
+@table(
     "headers",
     [
         {"x-ratelimit-remaining": "1", "x-ratelimit-reset": "5"},  # one left: no pacing

@@ -28,6 +28,7 @@ from trio.testing import MockClock
 from tests import flavour as _flavour
 from tests.flavour import httpx, rt
 from tests.harness import FakeClock, Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -235,7 +236,7 @@ SIGNALS = [
 # -- cooldowns shared ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("status", "headers", "signal", "shown"), SIGNALS)
+@table(("status", "headers", "signal", "shown"), SIGNALS)
 def test_a_cooldown_holds_the_next_request_of_every_transport_of_the_store(
     harness: Harness, status: int, headers: Any, signal: str, shown: str
 ) -> None:
@@ -288,7 +289,7 @@ def test_a_learned_wait_is_the_remaining_plus_at_most_one_jittered_step(
     assert len(set(waits)) > 1
 
 
-@pytest.mark.parametrize(("status", "headers", "signal", "shown"), SIGNALS)
+@table(("status", "headers", "signal", "shown"), SIGNALS)
 def test_a_learned_cooldown_longer_than_max_retry_after_raises(
     harness: Harness, status: int, headers: Any, signal: str, shown: str
 ) -> None:

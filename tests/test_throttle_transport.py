@@ -12,6 +12,7 @@ import pytest
 import retry_transport
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -113,8 +114,8 @@ def test_requests_with_retries_disabled_are_judged_too(harness: Harness) -> None
     assert seen == []
 
 
-@pytest.mark.parametrize(("status", "accepted"), [(200, True), (404, True), (500, True),
-                                                  (429, False), (503, False)])
+@table(("status", "accepted"), [(200, True), (404, True), (500, True), (429, False),
+                                (503, False)])
 def test_what_an_answer_counts(harness: Harness, status: int, accepted: bool) -> None:
     throttle = rt.AdaptiveThrottle(clock=harness.clock)
     handler, _ = answering(status)

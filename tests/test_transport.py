@@ -1,5 +1,6 @@
 """The retrying transports, driven through httpx clients: every test runs sync, and async on
 asyncio and on trio (the ``harness`` fixture), with virtual time and a seeded random source.
+A table of values runs its first row so and its other rows sync (``tests.tables``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -52,7 +54,7 @@ def stop_reason(obj: object) -> str:
 # -- statuses --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [408, 429, 502, 503, 504])
+@table("status", [408, 429, 502, 503, 504])
 def test_retryable_statuses_are_retried(harness: Harness, status: int) -> None:
     """A transient status is retried and the caller only sees the success."""
     handler, seen = script(status, 200)
@@ -67,7 +69,7 @@ def test_retryable_statuses_are_retried(harness: Harness, status: int) -> None:
     assert [a.status for a in info.history] == [status, 200]
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 500, 501, 409])
+@table("status", [400, 401, 403, 404, 422, 500, 501, 409])
 def test_permanent_statuses_are_never_retried(harness: Harness, status: int) -> None:
     """A status a retry cannot fix is returned at once, as httpx returns it (no raising)."""
     handler, seen = script(status, 200)
@@ -78,7 +80,7 @@ def test_permanent_statuses_are_never_retried(harness: Harness, status: int) -> 
     assert stop_reason(response) == "not_retryable"
 
 
-@pytest.mark.parametrize("status", [200, 201, 204, 301, 304])
+@table("status", [200, 201, 204, 301, 304])
 def test_success_is_one_attempt(harness: Harness, status: int) -> None:
     """A status below 400 ends at once with stop reason ``success``."""
     handler, seen = script(status)
@@ -189,7 +191,7 @@ TRANSIENT = errors(
 )
 
 
-@pytest.mark.parametrize("spec", TRANSIENT)
+@table("spec", TRANSIENT)
 def test_transient_errors_are_retried(harness: Harness, spec: tuple[str, str]) -> None:
     """Transient transport errors are retried like transient statuses."""
     error = make(spec)
@@ -202,7 +204,7 @@ def test_transient_errors_are_retried(harness: Harness, spec: tuple[str, str]) -
     assert info.history[0] == rt.Attempt(None, type(error).__name__, None, harness.waits[0])
 
 
-@pytest.mark.parametrize("spec", TRANSIENT)
+@table("spec", TRANSIENT)
 def test_last_error_is_reraised_unchanged(harness: Harness, spec: tuple[str, str]) -> None:
     """Giving up re-raises the very exception the inner transport raised, with metadata."""
     error = make(spec)
@@ -219,7 +221,7 @@ def test_last_error_is_reraised_unchanged(harness: Harness, spec: tuple[str, str
         assert "gave up after 3 attempt(s) (max_attempts)" in caught.value.__notes__[-1]
 
 
-@pytest.mark.parametrize(
+@table(
     "spec",
     errors(
         UnsupportedProtocol="ftp",
@@ -254,7 +256,7 @@ def test_base_exceptions_pass_through_untouched(harness: Harness) -> None:
 # -- idempotency -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["POST", "PATCH", "PURGE"])
+@table("method", ["POST", "PATCH", "PURGE"])
 def test_unsafe_method_without_key_is_sent_once(harness: Harness, method: str) -> None:
     """A non-idempotent request that got a retryable status is not sent again."""
     handler, seen = script(503, 200)
@@ -264,7 +266,7 @@ def test_unsafe_method_without_key_is_sent_once(harness: Harness, method: str) -
     assert stop_reason(response) == "unsafe_method"
 
 
-@pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"])
+@table("method", ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"])
 def test_idempotent_methods_are_retried(harness: Harness, method: str) -> None:
     """RFC 9110's idempotent methods are retried without a key."""
     handler, seen = script(503, 200)
@@ -302,9 +304,7 @@ def test_custom_idempotency_header(harness: Harness) -> None:
     assert (response.status_code, len(seen)) == (503, 1)
 
 
-@pytest.mark.parametrize(
-    "spec", errors(ConnectError="refused", ConnectTimeout="slow", PoolTimeout="full")
-)
+@table("spec", errors(ConnectError="refused", ConnectTimeout="slow", PoolTimeout="full"))
 def test_never_sent_failures_are_retried_for_any_method(
     harness: Harness, spec: tuple[str, str]
 ) -> None:
@@ -315,7 +315,7 @@ def test_never_sent_failures_are_retried_for_any_method(
     assert len(seen) == 2
 
 
-@pytest.mark.parametrize(
+@table(
     "spec",
     errors(ReadTimeout="slow", ReadError="reset", RemoteProtocolError="disconnected",
            WriteTimeout="slow"),
@@ -446,7 +446,7 @@ def ra(status: int, value: str, **headers: str) -> httpx.Response:
     return httpx.Response(status, headers={"Retry-After": value, **headers})
 
 
-@pytest.mark.parametrize("status", [429, 503])
+@table("status", [429, 503])
 def test_retry_after_seconds_sets_the_floor(harness: Harness, status: int) -> None:
     """The wait is Retry-After plus this retry's jittered backoff."""
     handler, seen = script(ra(status, "3"), 200)
@@ -475,7 +475,7 @@ def test_retry_after_http_date_without_date_uses_the_wallclock(harness: Harness)
     assert harness.waits == pytest.approx([30.0])
 
 
-@pytest.mark.parametrize("value", ["soon", "-5", "1.5", "", "Sun, 99 Nov 1994 08:49:37 GMT"])
+@table("value", ["soon", "-5", "1.5", "", "Sun, 99 Nov 1994 08:49:37 GMT"])
 def test_malformed_retry_after_is_ignored(harness: Harness, value: str) -> None:
     """A garbage Retry-After never raises: the backoff applies instead."""
     handler, seen = script(ra(503, value), 200)
@@ -486,7 +486,7 @@ def test_malformed_retry_after_is_ignored(harness: Harness, value: str) -> None:
     assert info is not None and info.history[0].retry_after is None
 
 
-@pytest.mark.parametrize("value", ["61", "3600", "9" * 40, "Fri, 31 Dec 9999 23:59:59 GMT"])
+@table("value", ["61", "3600", "9" * 40, "Fri, 31 Dec 9999 23:59:59 GMT"])
 def test_retry_after_longer_than_the_cap_stops_at_once(harness: Harness, value: str) -> None:
     """No server can park the client: a too-long Retry-After returns the response now."""
     handler, seen = script(ra(503, value), 200)
@@ -568,7 +568,7 @@ def test_disabled_request_still_reports_success(harness: Harness) -> None:
     assert stop_reason(response) == "success"
 
 
-@pytest.mark.parametrize(
+@table(
     ("override", "field"),
     [
         ({"max_attempts": 0}, "max_attempts"),
@@ -859,13 +859,13 @@ def test_bad_transport_options_name_the_field(
         cls(**kwargs)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-@pytest.mark.parametrize("kwargs", [
+@table("kwargs", [
     {"attempt_header": "Idempotency-Key"},
     {"attempt_header": "idempotency-key", "idempotency_header": None},
     {"attempt_header": "X-Key", "idempotency_header": "x-key"},
     {"attempt_header": "X-KEY", "policy": "X-Key"},
-], ids=["default-key", "key-without-opt-in", "keyword", "policy"])
+], ids=["default-key", "key-without-opt-in", "keyword", "policy"],
+   over="transport", modes=TRANSPORTS)
 def test_the_attempt_header_may_not_be_a_key(transport: str, kwargs: dict[str, Any]) -> None:
     """attempt_header="Idempotency-Key" sent an unkeyed POST three times, keyed 1, 2, 3: the
     idempotency header in effect (in any case), and Idempotency-Key itself, are refused."""
@@ -876,12 +876,11 @@ def test_the_attempt_header_may_not_be_a_key(transport: str, kwargs: dict[str, A
         getattr(rt, transport)(**kwargs)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-@pytest.mark.parametrize("name", [
+@table("name", [
     "Content-Length", "transfer-encoding", "HOST", "Connection", "Upgrade", "TE", "Trailer",
     "Keep-Alive", "Proxy-Connection", "Expect", "Authorization", "Proxy-Authorization",
     "Cookie", "Content-Type", "User-Agent", "If-Match", "Range",
-])
+], over="transport", modes=TRANSPORTS)
 def test_the_attempt_header_may_not_be_one_http_defines(transport: str, name: str) -> None:
     """The attempt number replaces the header's value: Content-Length: 1 corrupts the
     request, Authorization: 1 drops the credentials. Refused at construction."""
@@ -889,16 +888,15 @@ def test_the_attempt_header_may_not_be_one_http_defines(transport: str, name: st
         getattr(rt, transport)(attempt_header=name)
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-@pytest.mark.parametrize("name", ["Content-Type", "authorization", "Accept", "User-Agent",
-                                  "Content-Length", "Host", "Cookie", "Date"])
+@table("name", ["Content-Type", "authorization", "Accept", "User-Agent", "Content-Length",
+                "Host", "Cookie", "Date"], over="transport", modes=TRANSPORTS)
 def test_the_idempotency_header_may_not_be_one_http_defines(transport: str, name: str) -> None:
     """idempotency_header="Content-Type" made every POST with a body "keyed", and retried."""
     with pytest.raises(ValueError, match=f"idempotency_header must not be '{name}'"):
         getattr(rt, transport)(idempotency_header=name)
 
 
-@pytest.mark.parametrize("override", [
+@table("override", [
     {"idempotency_header": "Content-Type"},
     {"idempotency_header": "x-attempt"},
     "policy",
@@ -964,7 +962,7 @@ def test_redacted_urls_keep_ipv6_brackets_and_encoding(
     assert "secret" not in caplog.text and "pw" not in caplog.text
 
 
-@pytest.mark.parametrize("length", ["\xb2", "1e3", "-1", " ", "12abc"])
+@table("length", ["\xb2", "1e3", "-1", " ", "12abc"])
 def test_malformed_content_length_never_raises(harness: Harness, length: str) -> None:
     """A garbage Content-Length (from an ASGI app or a custom transport) is ignored."""
     count = [0]
