@@ -7,7 +7,7 @@ What the table cannot translate is left to hooks each driver writes (``drivers.p
     python scripts/unasync.py            # write _sync_loop.py
     python scripts/unasync.py --check    # exit 1, printing a diff, if it is not current
 
-Standard library only; CI runs the check (``.ci/run``), and ``tests/test_unasync.py`` too.
+Standard library only; CI runs the check (``.ci/run``), and ``tests/contracts/test_unasync.py`` too.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class Controller:
             key=lambda index: ORDER.index(guards[index].reason),
         ))
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
+        track(self, "_lock")  # a forked child gets a new lock
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
         self.request_counter = counter()
@@ -141,9 +141,6 @@ class Controller:
                     and policy.deadline is None and not policy.retry_body_errors),
             pacing=cooldown and policy.respect_rate_limits,
             requests=self.request_counter, finals=self.finals, final=self.final)
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
 
     def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""

@@ -197,10 +197,7 @@ class LatencyTable:
         self._current: dict[Hashable, dict[int, itertools.count[int]]] = {}
         self._prune_at = PRUNE_AT
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
+        track(self, "_lock")  # a forked child gets a new lock
 
     @property
     def origins(self) -> int:

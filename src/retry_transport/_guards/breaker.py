@@ -180,7 +180,7 @@ class CircuitBreaker:
         #: every request is let through without asking.
         self.unclosed = 0
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
+        track(self, "_lock")  # a forked child gets a new lock
         if store is not None and not isinstance(store, MemoryStore):
             raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
         self.store = store
@@ -188,9 +188,6 @@ class CircuitBreaker:
         self._outgoing: deque[tuple[str, str, float, float]] = deque()
         if store is not None:
             store._join_breaker(self)
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
 
     # -- what users ask ------------------------------------------------------------------
 

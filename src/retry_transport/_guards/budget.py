@@ -76,7 +76,7 @@ class RetryBudget:
                 )
         self._tokens = self.capacity
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
+        track(self, "_lock")  # a forked child gets a new lock
         # Refunds of ``success_refund`` counted without the lock: the transports call
         # ``_tally()`` (C-level, no lock) for each request that succeeds at once, and every
         # read of the bucket first folds in what was counted since the last one. Refunds
@@ -84,9 +84,6 @@ class RetryBudget:
         # the tokens that adding each at once would have.
         self._refunds = Tally()
         self._tally = self._refunds.__next__ if LOCK_FREE else None
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
 
     def _fold(self) -> None:
         """Apply the refunds counted since the last fold (under the lock)."""

@@ -80,15 +80,11 @@ class CooldownTable(Guard):
         # whose host could not be spelt so (not ASCII): while any, every request is looked at.
         self._hosts: dict[str, int] = {}
         self._unsure = 0
-        track(self)  # a forked child gets new locks
+        track(self, "_lock", "_inbox_lock")  # a forked child gets new locks
         self.idle = True
         self.store = store
         if store is not None:
             store._join_cooldowns(self)
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
-        self._inbox_lock = threading.Lock()
 
     # -- the guard -----------------------------------------------------------------------
 

@@ -141,10 +141,7 @@ class AdaptiveThrottle:
         self.hot = 0
         self._prune_at = PRUNE_AT
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
+        track(self, "_lock")  # a forked child gets a new lock
 
     def __repr__(self) -> str:
         return (

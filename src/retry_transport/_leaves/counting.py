@@ -72,10 +72,7 @@ class _LockedCount(Iterator[int]):
     def __init__(self, start: int) -> None:
         self._value = start
         self._lock = threading.Lock()
-        track(self)
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
+        track(self, "_lock")
 
     def __iter__(self) -> _LockedCount:
         return self

@@ -75,7 +75,7 @@ class Observer:
         self.hooks = hooks
         self._clock = clock
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
+        track(self, "_lock")  # a forked child gets a new lock
         # (stop reason, origin) -> [clock time of the last WARNING line, refusals since]
         self._refusals: dict[tuple[StopReason, str], list[float]] = {}
         self._prune_at = PRUNE_AT
@@ -113,9 +113,6 @@ class Observer:
             self._ignored.add(key)
         logger.debug("Ignoring a malformed Retry-After from %s: %r (the backoff applies)",
                      origin, key[1])
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
 
     def retry(self, request: Request, attempt: int, of: int, wait: float,
               status: int | None, error: str | None, signal: str | None) -> None:

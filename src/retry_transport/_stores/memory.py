@@ -99,7 +99,7 @@ class MemoryStore:
         self.probe_lease = check_seconds("probe_lease", probe_lease)
         self.wallclock: Callable[[], float] = check_callable("wallclock", wallclock) or time.time
         self._lock = threading.Lock()
-        track(self)  # a forked child gets a new lock
+        track(self, "_lock")  # a forked child gets a new lock
         self._tables: weakref.WeakSet[CooldownMember] = weakref.WeakSet()
         self._breakers: weakref.WeakSet[BreakerMember] = weakref.WeakSet()
         # What is known now, for members that join later: origin -> (until, signal) and
@@ -113,9 +113,6 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(probe_lease={self.probe_lease:g})"
-
-    def _renew_locks(self) -> None:
-        self._lock = threading.Lock()
 
     def close(self) -> None:
         """Nothing to stop for a memory store (a store that talks to a server stops)."""

@@ -415,7 +415,7 @@ def test_stable_conventions_carry_the_redacted_url_too() -> None:
     env = {**os.environ, "OTEL_SEMCONV_STABILITY_OPT_IN": "http/dup"}
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                             text=True, timeout=60, check=False, env=env,
-                            cwd=Path(__file__).resolve().parent.parent)
+                            cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"{REDACTED} {REDACTED}"] * 2
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import FakeClock, Harness
-from tests.test_transport import script
+from tests.transport.test_transport import script
 
 pytestmark = pytest.mark.usefixtures("flavour")
 

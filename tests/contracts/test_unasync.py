@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "unasync.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "unasync.py"
 
 Check = Callable[..., str]
 

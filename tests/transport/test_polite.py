@@ -9,7 +9,7 @@ import pytest
 from tests.flavour import httpx, rt
 from tests.harness import Harness
 from tests.tables import table
-from tests.test_transport import script
+from tests.transport.test_transport import script
 
 pytestmark = pytest.mark.usefixtures("flavour")
 

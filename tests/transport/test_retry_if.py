@@ -10,7 +10,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
-from tests.test_transport import script, stop_reason
+from tests.transport.test_transport import script, stop_reason
 
 pytestmark = pytest.mark.usefixtures("flavour")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 MARKER = re.compile(r"<!--\s*example:\s*([\w-]+)\s*-->")
 MODES = {"run", "mock", "skip-network"}
 # A body the fake answers with: a list call of either SDK parses it (an empty page).
@@ -45,7 +45,7 @@ class Block:
 
 def _blocks(path: Path, language: str = "python") -> list[Block]:
     """The fenced blocks of one Markdown file in ``language`` (```python by default), with
-    the marker before each. tests/test_docs_figures.py reads the ```text ones."""
+    the marker before each. tests/contracts/test_docs_figures.py reads the ```text ones."""
     lines = path.read_text(encoding="utf-8").splitlines()
     found = []
     i = 0

@@ -7,7 +7,7 @@ import pytest
 
 from tests.flavour import httpx, rt
 from tests.harness import Harness
-from tests.test_transport import script, stop_reason, streaming_body
+from tests.transport.test_transport import script, stop_reason, streaming_body
 
 pytestmark = pytest.mark.usefixtures("flavour")
 

@@ -9,11 +9,11 @@ module holds it to the command's output:
   each figure a ``{}`` that the command's output fills in.
 
 The command runs once, with its defaults, for the whole module (over every core, about 20 s
-on two; its results do not depend on how many workers it has). tests/test_sim.py runs the
+on two; its results do not depend on how many workers it has). tests/tools/test_sim.py runs the
 same scenarios in module fixtures of its own, which pytest does not share across modules.
 A figure from the simulator's Python API, named on the page beside it, is in
 :data:`API_FIGURES`, computed by the call the page names. The ``python`` examples of
-docs/simulator.md assert their own figures as they run (tests/test_docs_examples.py).
+docs/simulator.md assert their own figures as they run (tests/contracts/test_docs_examples.py).
 Timings and benchmark figures are not checked here: each page names the script and the
 machine they were measured on.
 """
@@ -32,7 +32,7 @@ import pytest
 from retry_transport import CircuitBreaker
 from retry_transport.sim import run_outage
 from retry_transport.sim.__main__ import main
-from tests.test_docs_examples import DOCUMENTS, ROOT, Block, _blocks
+from tests.contracts.test_docs_examples import DOCUMENTS, ROOT, Block, _blocks
 
 
 def _flat(text: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.py"))
 
 
 @functools.cache
