@@ -113,7 +113,7 @@ class DeadlineMiddleware(DeadlineMiddlewareBase):
             return
         started = False
 
-        async def watched(message: Message) -> None:
+        async def may_wake(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True  # before sending: once tried, no other start may follow
@@ -121,7 +121,7 @@ class DeadlineMiddleware(DeadlineMiddlewareBase):
 
         with fresh(seconds):
             try:
-                await self.app(scope, receive, watched)
+                await self.app(scope, receive, may_wake)
                 return
             except Exception as exc:
                 if started or not is_deadline(exc):

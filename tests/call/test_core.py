@@ -206,7 +206,7 @@ class Spy:
 
     learns = False
     idle_ticket = None
-    tally = None
+    count_success = None
 
     def __init__(self, reason: StopReason | None = None, refuse_on: int = 0,
                  veto: object = None) -> None:
@@ -246,10 +246,11 @@ def with_guards(*guards: Guard) -> Controller:
     control = controller()
     control.guards = tuple(guards)
     control.vetoes = tuple(i for i, g in enumerate(guards) if g.reason is not None)
-    control.quick = QuickPath(control.guards, control.policy, simple=control.quick.simple,
-                              pacing=control.quick.pacing, requests=control.request_counter,
-                              finals=control.finals, final=control.final)
-    control.quick.watched = tuple(guards)  # a spy's quiet is set on the instance
+    quick = control.quick
+    control.quick = QuickPath(control.guards, control.policy, sends_as_is=quick.sends_as_is,
+                              reads_quotas=quick.reads_quotas, requests=control.request_counter,
+                              final_pairs=control.final_pairs, final=control.final)
+    control.quick.may_wake = tuple(guards)  # a spy's quiet is set on the instance
     return control
 
 

@@ -126,7 +126,7 @@ def test_first_attempt_outcome_reads_only_status(status: int) -> None:
     assert "status_code" in reads  # the recorder works: the status is what decides
     assert set(reads) <= ALLOWED_ON_SUCCESS, reads
     assert reads.count("headers") <= 1
-    assert rt.retry_info(response) is transport._controller.finals[status][0]
+    assert rt.retry_info(response) is transport._controller.final_pairs[status][0]
 
 
 @pytest.mark.parametrize("status", [200, 204, 304])

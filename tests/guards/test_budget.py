@@ -272,7 +272,7 @@ def test_refunds_counted_without_a_lock_are_all_applied() -> None:
 def test_late_refunds_clip_at_capacity_as_immediate_ones_would() -> None:
     budget = rt.RetryBudget(capacity=10, retry_cost=5, success_refund=1)
     assert budget.acquire() == 5
-    tally = budget._tally
+    tally = budget._count_refund
     assert tally is not None
     for _ in range(3):
         tally()

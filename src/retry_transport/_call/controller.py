@@ -133,14 +133,14 @@ class Controller:
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
         # immutable, so one pair serves every such response.
-        self.finals: dict[int, tuple[RetryInfo, Outcome]] = {}
+        self.final_pairs: dict[int, tuple[RetryInfo, Outcome]] = {}
         #: The quick path: a first attempt sent as it is and answered at once.
         self.quick = QuickPath(
             self.guards, policy,
-            simple=(not self.prepares and self.attempt_header is None
+            sends_as_is=(not self.prepares and self.attempt_header is None
                     and policy.deadline is None and not policy.retry_body_errors),
-            pacing=cooldown and policy.respect_rate_limits,
-            requests=self.request_counter, finals=self.finals, final=self.final)
+            reads_quotas=cooldown and policy.respect_rate_limits,
+            requests=self.request_counter, final_pairs=self.final_pairs, final=self.final)
 
     def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""
@@ -158,11 +158,11 @@ class Controller:
     def final(self, status: int) -> tuple[RetryInfo, Outcome]:
         """The metadata and the outcome of a first-attempt answer that is final at once
         (shared, immutable)."""
-        pair = self.finals.get(status)
+        pair = self.final_pairs.get(status)
         if pair is None:
             reason = SUCCESS if status < 400 else NOT_RETRYABLE
             info = RetryInfo(1, 0, (Attempt(status, None, None, 0.0),), 0.0, reason)
-            pair = self.finals[status] = (info, final(status))
+            pair = self.final_pairs[status] = (info, final(status))
         return pair
 
     # -- bookkeeping -------------------------------------------------------------------

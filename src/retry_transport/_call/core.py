@@ -183,7 +183,7 @@ class RetryCall(TimeLeft):
                 self._tickets = _NO_TICKETS
                 self._check_deadline(progress)
         if testing is None:
-            for guard in controller.quick.watched:
+            for guard in controller.quick.may_wake:
                 if not guard.idle and not guard.idle_for(request):
                     self._tickets = _NO_TICKETS
                     self.wait = self._admit(FIRST)
@@ -310,7 +310,7 @@ class RetryCall(TimeLeft):
         # each attempt.
         if progress.extensions is None:
             progress.extensions = request.extensions
-        self._dress(request, retry or 1, left, progress.extensions)
+        self._label_attempt(request, retry or 1, left, progress.extensions)
         return request
 
     def check_open(self) -> None:
@@ -319,7 +319,7 @@ class RetryCall(TimeLeft):
         if self._controller.closes != self._closes:
             self._closed(self._state())
 
-    def _dress(self, request: Request, number: int, left: float | None,
+    def _label_attempt(self, request: Request, number: int, left: float | None,
                extensions: dict[str, Any]) -> None:
         """What attempt ``number`` carries, on ``request``: its number in ``attempt_header``,
         the milliseconds ``left`` in ``deadline_header``, timeouts clipped to ``left``, and
@@ -398,7 +398,7 @@ class RetryCall(TimeLeft):
         status = response.status_code
         controller = self._controller
         if self._progress is None and final_at_once(response, status, self.policy,
-                                                    controller.quick.pacing):
+                                                    controller.quick.reads_quotas):
             # One attempt, nothing waited, nothing to retry: the shared, immutable metadata.
             info, outcome = controller.final(status)
             attach(response, info)
@@ -409,14 +409,14 @@ class RetryCall(TimeLeft):
                     guard.settle(self, ticket, outcome)
             return None
         self._attempt_over()
-        outcome = self._judged(response, status)
+        outcome = self._outcome_of(response, status)
         stop = outcome.stop
         if stop is not None:
             self._finish(stop, response, outcome, failed_retryable=stop is SERVER_DECLINED)
             return None
         return self._retry_or_stop(response, outcome)
 
-    def _judged(self, response: Response, status: int) -> Outcome:
+    def _outcome_of(self, response: Response, status: int) -> Outcome:
         """What a response means; the attempt's tickets settled with it, and the guards
         that learn told."""
         controller = self._controller
@@ -436,13 +436,13 @@ class RetryCall(TimeLeft):
     def on_error(self, exc: Exception) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: re-raise ``exc``."""
         self._attempt_over()
-        outcome = self._judged_error(exc)
+        outcome = self._outcome_of_error(exc)
         if outcome.stop is not None:
             self._finish(NOT_RETRYABLE, exc, outcome, failed_retryable=False)
             return None
         return self._retry_or_stop(exc, outcome)
 
-    def _judged_error(self, exc: Exception) -> Outcome:
+    def _outcome_of_error(self, exc: Exception) -> Outcome:
         """What an attempt's exception means; the attempt's tickets settled with it."""
         controller = self._controller
         outcome = classify_error(exc, controller.flavour)
@@ -490,13 +490,13 @@ class RetryCall(TimeLeft):
         progress.paid = paid
         progress.total_wait += wait
         status, error, signal = outcome.status, outcome.error, outcome.signal
-        self._keep(progress, new_attempt(status, error, outcome.floor, wait, signal,
+        self._record_attempt(progress, new_attempt(status, error, outcome.floor, wait, signal,
                                          hedge=self._hedged(progress)))
         controller.note_retry(request, attempt, policy.max_attempts, wait, status, error, signal)
         return self._to_sleep(wait)
 
     @staticmethod
-    def _keep(progress: _Progress, record: Attempt) -> None:
+    def _record_attempt(progress: _Progress, record: Attempt) -> None:
         """Add the record of the attempt just judged to the history (at ``place``)."""
         place = progress.place
         if place is None:
@@ -544,8 +544,8 @@ class RetryCall(TimeLeft):
             refused_wait, left = refused
             detail = (f"the next wait of {refused_wait:.3f} s would end past the deadline "
                       f"({max(left, 0.0):.3f} s left)")
-        self._keep(progress, new_attempt(outcome.status, outcome.error, floor, 0.0, signal,
-                                         refused_wait, self._hedged(progress)))
+        self._record_attempt(progress, new_attempt(outcome.status, outcome.error, floor, 0.0,
+                                                   signal, refused_wait, self._hedged(progress)))
         history = tuple(progress.history)
         info = new_retry_info(len(history), len(history) - 1, history, progress.total_wait,
                               reason, progress.body, progress.hedges)

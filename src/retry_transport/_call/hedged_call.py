@@ -126,7 +126,7 @@ class HedgedCall(RetryCall):
         request = self.request
         copy = self._controller.flavour.request(request.method, request.url,
                                                 headers=request.headers, stream=request.stream)
-        self._dress(copy, number, left, request.extensions)
+        self._label_attempt(copy, number, left, request.extensions)
         slot = Slot(number, copy, tickets, hedge)
         self._slots.append(slot)
         return slot
@@ -160,7 +160,7 @@ class HedgedCall(RetryCall):
     def sent(self, slot: Slot, when: float) -> None:
         """Attempt ``slot`` left the client's own pool at ``when``: a hedge is counted (in
         ``RetryInfo.hedges``, the stats, a ``hedge`` event) only now. One still waiting
-        for a connection when the try ends is no hedge: :meth:`_conclude` gives back what
+        for a connection when the try ends is no hedge: :meth:`_end_try` gives back what
         its admission took."""
         slot.sent = when
         if slot.hedge:
@@ -192,7 +192,7 @@ class HedgedCall(RetryCall):
             progress = self._progress
             status = result.status_code
             if ((progress is None or (not progress.history and not progress.total_wait))
-                    and final_at_once(result, status, self.policy, controller.quick.pacing)):
+                    and final_at_once(result, status, self.policy, controller.quick.reads_quotas)):
                 info, outcome = controller.final(status)
                 attach(result, info)
                 tickets, slot.tickets = slot.tickets, []
@@ -203,12 +203,12 @@ class HedgedCall(RetryCall):
         self._current = slot
         error = isinstance(result, Exception)
         if isinstance(result, Exception):
-            outcome = self._judged_error(result)
+            outcome = self._outcome_of_error(result)
         else:
-            outcome = self._judged(result, result.status_code)
+            outcome = self._outcome_of(result, result.status_code)
         stop = outcome.stop
         if stop is not None:
-            self._conclude(slot)
+            self._end_try(slot)
             if error:
                 self._finish(NOT_RETRYABLE, result, outcome, failed_retryable=False)
             else:
@@ -221,12 +221,12 @@ class HedgedCall(RetryCall):
                                       outcome.signal if outcome.floor is not None else None,
                                       hedge=slot.hedge)
             return "more", None
-        self._conclude(slot)
+        self._end_try(slot)
         wait = self._retry_or_stop(result, outcome)
         self._slots = []  # the try is over: retries are single attempts
         return ("stop", None) if wait is None else ("retry", wait)
 
-    def _conclude(self, current: Slot) -> None:
+    def _end_try(self, current: Slot) -> None:
         """The try is over with ``current``'s outcome: the other attempts' records go into
         the history in the order they started (those still in flight cancelled, their
         tickets settled without a verdict), ``current``'s place kept for its own."""

@@ -88,18 +88,18 @@ class _Origin:
         self.ring: deque[tuple[int, int, int]] = deque()
         self.outcomes = self.failures = 0
         # Successes counted without the lock (``next(successes)``), folded into the window
-        # under the lock (``tally``) before anything reads it.
+        # under the lock (``take_successes``) before anything reads it.
         # Allowed while the clock is below ``quick_until``: the end of the current bucket,
         # while the breaker is closed and no success could open it.
         self.successes = Tally()
         self.quick_until = _NEVER
 
-    def tally(self) -> int:
+    def take_successes(self) -> int:
         """The successes counted without the lock since the last fold (under the lock)."""
         return self.successes.take()
 
     def fresh_window(self) -> None:
-        self.tally()  # successes of the old window are dropped with it
+        self.take_successes()  # successes of the old window are dropped with it
         self.index = -1
         self.now_outcomes = self.now_failures = 0
         self.ring.clear()
@@ -429,7 +429,7 @@ class CircuitBreaker:
         entry.fresh_window()
 
     def _count(self, entry: _Origin, now: float, failure: bool) -> None:
-        pending = entry.tally()  # in the current bucket: they were allowed only while in it
+        pending = entry.take_successes()  # in the current bucket: allowed only while in it
         entry.now_outcomes += pending
         entry.outcomes += pending
         index = int(now // self._bucket)

@@ -49,7 +49,7 @@ class RetryBudget:
         "_lock",
         "_mark",
         "_refunds",
-        "_tally",
+        "_count_refund",
         "_tokens",
         "capacity",
         "retry_cost",
@@ -78,12 +78,12 @@ class RetryBudget:
         self._lock = threading.Lock()
         track(self, "_lock")  # a forked child gets a new lock
         # Refunds of ``success_refund`` counted without the lock: the transports call
-        # ``_tally()`` (C-level, no lock) for each request that succeeds at once, and every
+        # ``_count_refund()`` (C-level, no lock) for each request that succeeds at once, and every
         # read of the bucket first folds in what was counted since the last one. Refunds
         # only add and the bucket only clips at ``capacity``, so folding them in late gives
         # the tokens that adding each at once would have.
         self._refunds = Tally()
-        self._tally = self._refunds.__next__ if LOCK_FREE else None
+        self._count_refund = self._refunds.__next__ if LOCK_FREE else None
 
     def _fold(self) -> None:
         """Apply the refunds counted since the last fold (under the lock)."""
@@ -140,7 +140,7 @@ class BudgetGuard(Guard):
     def __init__(self, budget: RetryBudget) -> None:
         self.budget = budget
         # A success at once puts back success_refund: counted, folded in at the next read.
-        self.tally = budget._tally
+        self.count_success = budget._count_refund
 
     def idle_for(self, request: Request) -> bool:
         return True

@@ -24,7 +24,7 @@ of a request, the core (``_call/core.py``, ``RetryCall``):
 A guard that is ``idle`` (it has nothing to check: it would only answer its ``idle_ticket``)
 is not asked to admit a first attempt; when every guard is idle, the drivers send the first
 attempt without a call at all (``_call/quick.py``), and an answer final at once is settled by
-``settle_idle``, told the request alone, or for a success by the guard's ``tally``, a
+``settle_idle``, told the request alone, or for a success by the guard's ``count_success``, a
 lock-free counter.
 
 Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two
@@ -146,7 +146,7 @@ class Guard:
     #: ``None``, or what the quick path calls, with no argument, in place of
     #: :meth:`settle_idle` when that answer was a success: best a C-level callable (such
     #: as an ``itertools.count``'s ``__next__``) that counts without a lock.
-    tally: Callable[[], object] | None = None
+    count_success: Callable[[], object] | None = None
 
     #: Whether :meth:`learn` is to be called.
     learns: bool = False

@@ -515,7 +515,7 @@ def _on_the_wire(call: HedgedCall, slot: Slot, clock: Callable[[], float],
     """Have ``slot`` tell ``call`` and ``report`` when it leaves the client's own pool for
     the wire: the inner transport's first trace event (httpcore sends none while a request
     waits for a connection); then the caller's own trace callback, if any, as before."""
-    extensions = slot.request.extensions  # the slot's own copy (``RetryCall._dress``)
+    extensions = slot.request.extensions  # the slot's own copy (``RetryCall._label_attempt``)
     theirs = extensions.get("trace")
 
     async def trace(name: str, info: dict[str, Any]) -> None:

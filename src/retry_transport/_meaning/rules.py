@@ -179,11 +179,11 @@ def _bare(status: int, retryable: bool) -> Outcome:
     return outcome
 
 
-def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: bool) -> bool:
+def final_at_once(response: Response, status: int, policy: RetryPolicy, reads_quotas: bool) -> bool:
     """Whether a first attempt's response is final without a closer look (the quick path):
     a status outside ``retry_statuses`` and ``COOLDOWN_STATUSES`` (below 400 with a
     ``retry_if``), and no header that could change that (the server's verdict; with
-    ``pacing``, an exhausted rate-limit quota). Reads header names only."""
+    ``reads_quotas``, an exhausted rate-limit quota). Reads header names only."""
     if status in policy.retry_statuses:
         return False
     if status >= 400:
@@ -192,7 +192,7 @@ def final_at_once(response: Response, status: int, policy: RetryPolicy, pacing: 
         verdict = policy.should_retry_header
     else:
         verdict = None
-    if verdict is None and not pacing:
+    if verdict is None and not reads_quotas:
         return True
     # One pass over the header names, each looked up among those known to carry no signal.
     name = None if verdict is None else encoded(verdict)
