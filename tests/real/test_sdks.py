@@ -822,6 +822,33 @@ def test_guide_table(kit: Kit, server: FakeAPI, waits: Waits, row: str, column: 
         assert carried_out(column, requests) <= 1
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("column", list(FAILURES))
+@pytest.mark.parametrize("row", ["preset", "sdk-retries"])
+async def test_guide_table_async(kit: Kit, server: FakeAPI, waits: Waits, row: str,
+                                 column: str) -> None:
+    """The preset's and the SDK-alone rows on the async clients, asyncio and trio: the same
+    requests, the same outcome, and the preset never carries a call out twice."""
+    max_retries, transport_kwargs, _ = SETUPS[row]
+    requests, outcome = cell(row, column, kit.api)
+    server.fail(kit.create_path, FAILURES[column])
+    extra: dict[str, Any] = {"timeout": CALL_TIMEOUT} if column == "timeout" else {}
+    async with asdk(kit, server.url, waits, max_retries=max_retries,
+                    **transport_keywords(kit, transport_kwargs)) as client:
+        if outcome == "ok":
+            assert kit.text(await kit.create(client, **extra)) == ANSWER
+        else:
+            with pytest.raises(sdk_errors(kit)[outcome]) as caught:
+                await kit.create(client, **extra)
+            assert type(caught.value) is sdk_errors(kit)[outcome]
+    sent = server.requests(kit.create_path)
+    assert [seen.method for seen in sent] == ["POST"] * requests
+    if row == "preset":
+        assert carried_out(column, requests) <= 1
+    elif column in CARRIED_OUT:
+        assert carried_out(column, requests) == 2  # the SDK alone
+
+
 def test_sdk_retries_send_a_fresh_key_each(kit: Kit, server: FakeAPI, waits: Waits) -> None:
     """With the SDK's retries left on, each of its attempts is a new request to our
     transport, so ``auto_idempotency_key`` gives each a key of its own: the server cannot
