@@ -32,8 +32,8 @@ from ._meaning.policy import RetryPolicy
 
 __all__ = ["anthropic", "openai"]
 
-#: What the two presets share.
-_SDK: Final = RetryPolicy(
+#: The OpenAI preset; the Anthropic one is it with 529 added.
+_OPENAI: Final = RetryPolicy(
     max_attempts=3,
     retry_statuses={408, 409, 429, 500, 502, 503, 504},
     unapplied_statuses={429},
@@ -42,8 +42,7 @@ _SDK: Final = RetryPolicy(
     base_delay=0.5,
     max_delay=8.0,
 )
-_OPENAI: Final = _SDK
-_ANTHROPIC: Final = _SDK.replace(retry_statuses=_SDK.retry_statuses | {529},
+_ANTHROPIC: Final = _OPENAI.replace(retry_statuses=_OPENAI.retry_statuses | {529},
                                  unapplied_statuses={429, 529})
 
 

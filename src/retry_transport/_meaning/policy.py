@@ -251,7 +251,7 @@ class RetryPolicy:
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
             if spec.name == "retry_if" and value is not None:
-                text = getattr(value, "__qualname__", None) or type(value).__qualname__
+                text = qualified_name(value)
             else:
                 text = repr(value)
             shown.append(f"{spec.name}={text}")
@@ -279,6 +279,11 @@ class RetryPolicy:
             "extensions['retry'] must be a RetryPolicy, a mapping of policy fields, "
             f"True or False, got {override!r}"
         )
+
+
+def qualified_name(function: object) -> str:
+    """A callable's qualified name (its type's, for an object without one)."""
+    return getattr(function, "__qualname__", None) or type(function).__qualname__
 
 
 def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:

@@ -52,6 +52,7 @@ from .._wire.http import (
     HEADER_LINES,
     SIGNAL_FREE,
     TIMING_HEADERS,
+    add_note,
     encoded,
     header,
     is_signal_free,
@@ -62,7 +63,7 @@ from .._wire.http import (
 )
 from .._wire.retry_after import parse_retry_after
 from .._wire.signals import exhausted_quota, parse_retry_after_ms, parse_should_retry
-from .policy import NEVER_RETRIED, RetryPolicy
+from .policy import NEVER_RETRIED, RetryPolicy, qualified_name
 
 __all__ = [
     "COOLDOWN_STATUSES",
@@ -278,13 +279,14 @@ def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
     try:
         answer = predicate(result)
     except Exception as exc:
-        _note(exc, f"retry-transport: raised by the policy's retry_if ({_named(predicate)})")
+        add_note(exc, "retry-transport: raised by the policy's retry_if "
+                      f"({qualified_name(predicate)})")
         raise
     if answer is None:
         return outcome
     if answer is not True and answer is not False:
         error = TypeError(f"retry_if must return True, False or None, got {answer!r}")
-        _note(error, f"retry-transport: the policy's retry_if is {_named(predicate)}")
+        add_note(error, f"retry-transport: the policy's retry_if is {qualified_name(predicate)}")
         raise error
     stop = outcome.stop
     if answer is False:
@@ -308,16 +310,6 @@ def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
         return again
     return Outcome(status, None, outcome.failure, floor=again.floor, signal=again.signal,
                    quiet=outcome.quiet, trusted=again.trusted)
-
-
-def _note(exc: BaseException, note: str) -> None:
-    add_note = getattr(exc, "add_note", None)  # Python 3.11 and later
-    if add_note is not None:
-        add_note(note)
-
-
-def _named(predicate: object) -> str:
-    return getattr(predicate, "__qualname__", None) or type(predicate).__qualname__
 
 
 def _quota(signals: Mapping[str, str], response: Response, now: float

@@ -20,6 +20,7 @@ from .._leaves.flavour import URL, Flavour, Response
 from .._leaves.models import RetryInfo
 
 __all__ = [
+    "add_note",
     "attach",
     "clipped_timeouts",
     "header",
@@ -325,11 +326,18 @@ def remember(exc: BaseException, info: RetryInfo, note: str | None = None) -> No
             _side_infos[key] = (weakref.ref(exc, forget), info)
         except TypeError:  # an exception type without weak references: nothing is kept
             pass
-    add_note = getattr(exc, "add_note", None) if note is not None else None
-    if add_note is not None:
+    if note is not None:
+        add_note(exc, note)
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Add ``note`` to ``exc`` (Python 3.11+); an exception that refuses ``__notes__`` goes
+    without it."""
+    add = getattr(exc, "add_note", None)
+    if add is not None:
         try:
-            add_note(note)
-        except Exception:  # an exception that refuses __notes__ goes without the note
+            add(note)
+        except Exception:
             pass
 
 
