@@ -1,7 +1,8 @@
-"""Write the sync driver's loop from the async one, so that the two cannot drift.
+"""Write the sync driver's I/O from the async one, so that the two cannot drift.
 
-``src/retry_transport/_io/_async_loop.py`` is the source; ``_sync_loop.py`` beside it is
-generated: the source with each entry of :data:`TABLE` replaced, under a header that says so.
+Each ``src/retry_transport/_io/_async_*.py`` of :data:`PAIRS` is a source (the driver's loop,
+the resumable body); its ``_sync_*.py`` twin beside it is generated: the source with each
+entry of :data:`TABLE` replaced, under a header that says so.
 What the table cannot translate is left to hooks each driver writes (``drivers.py``)::
 
     python scripts/unasync.py            # write _sync_loop.py
@@ -22,6 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "retry_transport" / "_io" / "_async_loop.py"
 TARGET = SOURCE.with_name("_sync_loop.py")
+RESUME = SOURCE.with_name("_async_resume.py")
+#: Every (source, generated file) pair.
+PAIRS: tuple[tuple[Path, Path], ...] = ((SOURCE, TARGET),
+                                        (RESUME, RESUME.with_name("_sync_resume.py")))
 COMMAND = "python scripts/unasync.py"
 
 #: The token replacements, in order: (regular expression, replacement). Names are matched
@@ -34,6 +39,15 @@ TABLE: tuple[tuple[str, str], ...] = (
     (r"\bAsyncHedger\b", "SyncHedger"),
     (r"\bAsyncRetryTransport\b", "RetryTransport"),
     (r"\babuffer\b", "buffer"),
+    (r"\basync for\b", "for"),
+    (r"\b__aiter__\b", "__iter__"),
+    (r"\baclose\b", "close"),
+    (r"\bAsyncIterator\b", "Iterator"),
+    (r"\bAsyncResuming\b", "SyncResuming"),
+    (r"\basync_byte_stream\b", "sync_byte_stream"),
+    (r"\basync_resuming\b", "sync_resuming"),
+    (r"from \._async_loop import", "from ._sync_loop import"),
+    (r"from \._async_resume import", "from ._sync_resume import"),
 )
 
 #: What no sync code may hold: an async construct the table missed.
@@ -78,15 +92,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if not args.check:
-            TARGET.write_text(generate(), encoding="utf-8")
+            for source, target in PAIRS:
+                target.write_text(generate(source), encoding="utf-8")
             return 0
-        diff = check()
+        diff = "".join(check(source, target) for source, target in PAIRS)
     except ValueError as exc:  # an async construct the table does not translate
         print(f"unasync: {exc}", file=sys.stderr)
         return 1
     if diff:
         sys.stdout.write(diff)
-        print(f"{TARGET.name} is not current: run `{COMMAND}`", file=sys.stderr)
+        print(f"a generated sync file is not current: run `{COMMAND}`", file=sys.stderr)
         return 1
     return 0
 

@@ -10,6 +10,7 @@ rt.retry_info(response).attempts
 from . import presets as presets  # rt.presets.openai(): a module, not in __all__
 from ._call.hedging import Hedging
 from ._call.latency import LatencySummary
+from ._call.resume import Resume
 from ._guards.breaker import CircuitBreaker
 from ._guards.budget import RetryBudget
 from ._guards.throttle import AdaptiveThrottle
@@ -53,6 +54,7 @@ __all__ = [
     "LatencySummary",
     "MemoryStore",
     "RedisStore",
+    "Resume",
     "RetryBudget",
     "RetryEvent",
     "RetryHook",

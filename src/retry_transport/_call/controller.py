@@ -89,6 +89,8 @@ class Controller:
         #: Hedged requests (``None``: none), and the delays read from the latency.
         self.hedging = settings.hedging
         self.hedge_delays = Delays()
+        #: Resumable bodies (``None``: none): a ``Resume``.
+        self.resume = settings.resume
         #: Each origin's latency (sending an attempt to its response's headers), on ``clock``:
         #: the attempts ``timed()`` says (every attempt when a percentile of it sets the
         #: hedging delay; else a random ``LATENCY_SAMPLE`` of them).
@@ -129,6 +131,7 @@ class Controller:
         self._retries = counter()
         self._hedges = counter()
         self._hedge_wins = counter()
+        self._resumes = counter()
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
@@ -138,7 +141,8 @@ class Controller:
         self.quick = QuickPath(
             self.guards, policy,
             sends_as_is=(not self.prepares and self.attempt_header is None
-                    and policy.deadline is None and not policy.retry_body_errors),
+                    and policy.deadline is None and not policy.retry_body_errors
+                    and self.resume is None),
             reads_quotas=cooldown and policy.respect_rate_limits,
             requests=self.request_counter, final_pairs=self.final_pairs, final=self.final)
 
@@ -179,6 +183,18 @@ class Controller:
     def note_hedge_win(self) -> None:
         next(self._hedge_wins)
 
+    def note_resume(self, request: Request, attempt: int, wait: float, status: int | None,
+                    error: str | None, resumed_at: int | str | None) -> None:
+        next(self._resumes)
+        self.observer.resume(request, attempt, wait, status, error, resumed_at)
+
+    def note_resume_end(self, request: Request, info: RetryInfo, detail: str) -> None:
+        """A broken body is not resumed (further): counted as given up, and told."""
+        reason = info.stop_reason
+        with self._lock:
+            self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
+        self.observer.resume_ended(request, info, detail)
+
     def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool,
                     detail: str | None = None) -> None:
         """Count and tell a request's end; ``detail``: why a rule stopped it, for the log."""
@@ -197,6 +213,7 @@ class Controller:
             hedges = next(self._hedges) - self._draws
             throttled = 0 if self.throttle is None else next(self.throttle.refused) - self._draws
             hedge_wins = next(self._hedge_wins) - self._draws
+            resumes = next(self._resumes) - self._draws
             self._draws += 1
             gave_up = dict(self._gave_up)
         return RetryStats(
@@ -208,4 +225,5 @@ class Controller:
             hedges=hedges,
             hedge_wins=hedge_wins,
             throttled=throttled,
+            resumes=resumes,
         )

@@ -61,7 +61,7 @@ from .._wire.http import attach, clipped_timeouts, length, origin as origin_of, 
 from .controller import Controller
 from .timeleft import MIN_ATTEMPT, TimeLeft
 
-__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "REFUSED", "RetryCall"]
+__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "REFUSED", "Refused", "RetryCall"]
 
 #: A discarded response whose declared body is at most this many bytes is read to the end
 #: before it is closed, so its keep-alive connection goes back to the pool instead of being
@@ -75,6 +75,14 @@ DRAIN_MAX_SECONDS: Final = 0.25
 REFUSED: Final = -1.0
 
 _NO_TICKETS: Final[tuple[tuple[Guard, object], ...]] = ()
+
+
+class Refused(Exception):
+    """A guard refused an attempt admitted with ``raising=False``: its :class:`Refusal`."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
 
 class _Progress:
@@ -235,11 +243,14 @@ class RetryCall(TimeLeft):
 
     # -- before an attempt -----------------------------------------------------------------
 
-    def _admit(self, kind: AttemptKind, paid: list[object] | None = None) -> float | None:
+    def _admit(self, kind: AttemptKind, paid: list[object] | None = None, *,
+               raising: bool = True) -> float | None:
         """Ask each guard to admit the next attempt (``paid``, for a retry: what each
         guard's veto answered, by guard index); raise the error of a refusal (a hedge's is
-        not raised: the answer is then ``REFUSED``). The tickets are kept as (guard,
-        ticket) pairs, ``None`` tickets left out. Returns a hold's wait."""
+        not raised: the answer is then ``REFUSED``; with ``raising`` False, a retry's is
+        raised as :class:`Refused`, for the caller to end the request its own way). The
+        tickets are kept as (guard, ticket) pairs, ``None`` tickets left out. Returns a
+        hold's wait."""
         pairs: list[tuple[Guard, object]] = []
         hold: Hold | None = None
         index = -1
@@ -257,6 +268,8 @@ class RetryCall(TimeLeft):
                 if paid is not None:  # a retry not sent after all
                     self._give_back(paid, index + 1)
                     self._state().paid = None  # given back, once
+                if not raising:
+                    raise Refused(ticket)  # type: ignore[arg-type]
                 self._refuse(ticket)  # type: ignore[arg-type]
             if cls is Hold:
                 if hold is None or ticket.wait > hold.wait:  # type: ignore[attr-defined]

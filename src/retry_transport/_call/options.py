@@ -36,6 +36,7 @@ from .._meaning.observe import RetryHook
 from .._meaning.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, did_you_mean
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
+from .resume import Resume
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -204,6 +205,9 @@ class Settings:
     hedging: Hedging | None = option(
         None, _instance("hedging", Hedging, "a Hedging"),
         "a `Hedging`: another copy of a slow request, whichever answers first wins")
+    resume: Resume | None = option(
+        None, _instance("resume", Resume, "a Resume"),
+        "a `Resume`: a `GET`'s body that breaks while read goes on where it stopped")
     store: MemoryStore | None = option(
         None, _instance("store", MemoryStore, "a MemoryStore, a RedisStore"),
         "a `MemoryStore` or `RedisStore` sharing cooldowns with other transports")

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from .._call.hedged_call import HedgedCall
+from .._call.resume import resumption
 from .._wire.http import origin as origin_of
+from ._async_resume import async_resuming
 from ._common import _Common
 from .bodies import abuffer
 
@@ -59,6 +61,8 @@ class AsyncLoop(_Common):
                     await self._pause(wait, closes)
                 done, wait = await self._hedged_try(cast(HedgedCall, call))
                 if done is not None:
+                    if controller.resume is not None:
+                        self._resumable(call, done)
                     return done
             while True:
                 if wait is not None:
@@ -88,6 +92,8 @@ class AsyncLoop(_Common):
                         call = hedged_race.call
                         done, wait = hedged_race.outcome()
                         if done is not None:
+                            if controller.resume is not None:
+                                self._resumable(cast(HedgedCall, call), done)
                             return done
                         continue
                 if call is None:
@@ -104,12 +110,21 @@ class AsyncLoop(_Common):
                     await self._close(response)
                     raise
                 if wait is None:
+                    if controller.resume is not None:
+                        self._resumable(call, response)
                     return response
                 await self._discard(call, response)
         except BaseException:
             if call is not None:  # a cancel or an interrupt mid-attempt: the request back
                 call.abandon()
             raise
+
+    def _resumable(self, call: RetryCall, response: Response) -> None:
+        """With ``resume``: ``response``, the final answer of ``call``, gets a body that
+        resumes itself after a break, when its request and headers allow it."""
+        state = resumption(call, response)
+        if state is not None:
+            response.stream = async_resuming(self._flavour)(self, state, response.stream)
 
     async def _read_body(self, call: RetryCall, response: Response) -> float | None:
         """Read ``response``'s body into memory when ``call`` asks (``retry_body_errors``):

@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from .._call.hedged_call import HedgedCall
+from .._call.resume import resumption
 from .._wire.http import origin as origin_of
+from ._sync_resume import sync_resuming
 from ._common import _Common
 from .bodies import buffer
 
@@ -61,6 +63,8 @@ class SyncLoop(_Common):
                     self._pause(wait, closes)
                 done, wait = self._hedged_try(cast(HedgedCall, call))
                 if done is not None:
+                    if controller.resume is not None:
+                        self._resumable(call, done)
                     return done
             while True:
                 if wait is not None:
@@ -90,6 +94,8 @@ class SyncLoop(_Common):
                         call = hedged_race.call
                         done, wait = hedged_race.outcome()
                         if done is not None:
+                            if controller.resume is not None:
+                                self._resumable(cast(HedgedCall, call), done)
                             return done
                         continue
                 if call is None:
@@ -106,12 +112,21 @@ class SyncLoop(_Common):
                     self._close(response)
                     raise
                 if wait is None:
+                    if controller.resume is not None:
+                        self._resumable(call, response)
                     return response
                 self._discard(call, response)
         except BaseException:
             if call is not None:  # a cancel or an interrupt mid-attempt: the request back
                 call.abandon()
             raise
+
+    def _resumable(self, call: RetryCall, response: Response) -> None:
+        """With ``resume``: ``response``, the final answer of ``call``, gets a body that
+        resumes itself after a break, when its request and headers allow it."""
+        state = resumption(call, response)
+        if state is not None:
+            response.stream = sync_resuming(self._flavour)(self, state, response.stream)
 
     def _read_body(self, call: RetryCall, response: Response) -> float | None:
         """Read ``response``'s body into memory when ``call`` asks (``retry_body_errors``):

@@ -35,6 +35,7 @@ from .._call.options import (
     TransportOptions,
     configure,
 )
+from .._call.resume import Resume
 from .._guards.breaker import CircuitBreaker
 from .._guards.throttle import AdaptiveThrottle
 from .._leaves.flavour import Flavour, Request, Response
@@ -146,6 +147,7 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
         breaker: CircuitBreaker | None = None,
         throttle: AdaptiveThrottle | None = None,
         hedging: Hedging | None = None,
+        resume: Resume | None = None,
         store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,
@@ -185,6 +187,11 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
                 requests' attempts on worker threads of their own (at most
                 ``HEDGE_WORKERS``, started as needed; ``close()`` waits for them). Default
                 ``None``: no hedging.
+            resume: a :class:`Resume`: the body of a final response to a ``GET`` that
+                breaks while the caller reads it goes on where it stopped, by byte range
+                (a strong ``ETag``) or by event ID (``text/event-stream``); each resumption
+                is an attempt the guards admit and the budget pays for. Default ``None``:
+                no resumption, and nothing on the success path.
             store: a :class:`MemoryStore` or :class:`RedisStore` to share cooldowns
                 through: one started here is applied by every transport of the store (in
                 this process, or across a fleet for a ``RedisStore``), and theirs here.
@@ -340,6 +347,7 @@ class AsyncRetry(AsyncLoop, Generic[_Async]):
         breaker: CircuitBreaker | None = None,
         throttle: AdaptiveThrottle | None = None,
         hedging: Hedging | None = None,
+        resume: Resume | None = None,
         store: MemoryStore | None = None,
         hooks: Iterable[RetryHook] | RetryHook | None = None,
         contact: str | None = None,

@@ -93,6 +93,11 @@ class Attempt:
         cancelled: True for an attempt that another one's answer made needless (a hedged
             request's losers): cancelled, or abandoned and its answer closed unread;
             ``status`` and ``error`` are then ``None``. Default False.
+        resumed_at: for a resumption (:class:`~retry_transport.Resume`), where it asked to
+            go on: the raw byte offset of its range, or the event ID it sent as
+            ``Last-Event-ID``; ``None`` for every other attempt. An attempt whose body broke
+            while the caller read it has its ``status``, the break's class name in
+            ``error``, and the wait before the resumption in ``wait``.
     """
 
     status: int | None
@@ -103,6 +108,7 @@ class Attempt:
     refused_wait: float | None = None
     hedge: bool = False
     cancelled: bool = False
+    resumed_at: int | str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +130,11 @@ class RetryInfo:
             the body was left to the caller (the option is off, or the final response has a
             retryable status that was not retried).
         hedges: the hedges among the attempts (counted in ``retries`` too). Default 0.
+        resumes: resumptions of the body (:class:`~retry_transport.Resume`) after it broke
+            while the caller read it: attempts, not retries, so without hedges
+            ``attempts == 1 + retries + resumes`` (a resumption a guard refused after its
+            wait counts here, as a refused retry counts in ``retries``). Kept current while
+            the body is read. Default 0.
     """
 
     attempts: int
@@ -133,6 +144,7 @@ class RetryInfo:
     stop_reason: StopReason
     body_buffered: bool | None = None
     hedges: int = 0
+    resumes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +161,9 @@ class RetryEvent:
             ``wait`` is the break in seconds), or ``"hedge"`` (attempt ``attempt`` was sent
             while an earlier one was still in flight, ``wait`` seconds after the previous
             start), or ``"throttled"`` (the origin's ``AdaptiveThrottle`` refused attempt
-            ``attempt`` locally; ``stop_reason`` is ``throttled``).
+            ``attempt`` locally; ``stop_reason`` is ``throttled``), or ``"resume"`` (the
+            body broke while the caller read it, and attempt ``attempt`` resumes it after
+            ``wait`` seconds, from ``resumed_at``; ``error`` is the break's class name).
         method: the request method.
         url: the request URL without userinfo and query string.
         attempt: the number of the attempt that just failed (1 for the first).
@@ -165,11 +179,13 @@ class RetryEvent:
         refused_wait: on a give-up with ``deadline``, the next wait that was not slept
             because it would have ended past the deadline (as in the last ``Attempt``);
             ``None`` otherwise.
+        resumed_at: on a ``resume`` event, the raw byte offset or the event ID the
+            resumption asks for (as in its ``Attempt``); ``None`` otherwise.
     """
 
     kind: Literal[
         "retry", "give_up", "cooldown", "breaker_open", "breaker_half_open", "breaker_close",
-        "hedge", "throttled",
+        "hedge", "throttled", "resume",
     ]
     method: str
     url: str
@@ -181,6 +197,7 @@ class RetryEvent:
     signal: str | None = None
     learned: bool = False
     refused_wait: float | None = None
+    resumed_at: int | str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +218,8 @@ class RetryStats:
         throttled: attempts the transport's ``AdaptiveThrottle`` refused locally (first
             attempts, retries and hedges); the requests it ended are in ``gave_up`` under
             ``throttled``.
+        resumes: resumptions of broken bodies decided (:class:`~retry_transport.Resume`;
+            not in ``retries``).
     """
 
     requests: int
@@ -211,6 +230,7 @@ class RetryStats:
     hedges: int = 0
     hedge_wins: int = 0
     throttled: int = 0
+    resumes: int = 0
 
 
 # -- quick construction ------------------------------------------------------------------------
@@ -233,9 +253,9 @@ class _RetryInfoDraft:
 
 def new_attempt(status: int | None, error: str | None, retry_after: float | None, wait: float,
             signal: str | None, refused_wait: float | None = None, hedge: bool = False,
-            cancelled: bool = False) -> Attempt:
+            cancelled: bool = False, resumed_at: int | str | None = None) -> Attempt:
     """``Attempt(status, error, retry_after, wait, signal, refused_wait, hedge,
-    cancelled)``, built quickly."""
+    cancelled, resumed_at)``, built quickly."""
     draft = _AttemptDraft()
     draft.status = status  # type: ignore[attr-defined]
     draft.error = error  # type: ignore[attr-defined]
@@ -245,15 +265,16 @@ def new_attempt(status: int | None, error: str | None, retry_after: float | None
     draft.refused_wait = refused_wait  # type: ignore[attr-defined]
     draft.hedge = hedge  # type: ignore[attr-defined]
     draft.cancelled = cancelled  # type: ignore[attr-defined]
+    draft.resumed_at = resumed_at  # type: ignore[attr-defined]
     draft.__class__ = Attempt  # type: ignore[assignment]
     return draft  # type: ignore[return-value]
 
 
 def new_retry_info(attempts: int, retries: int, history: tuple[Attempt, ...], total_wait: float,
                stop_reason: StopReason, body_buffered: bool | None,
-               hedges: int = 0) -> RetryInfo:
+               hedges: int = 0, resumes: int = 0) -> RetryInfo:
     """``RetryInfo(attempts, retries, history, total_wait, stop_reason, body_buffered,
-    hedges)``, built quickly."""
+    hedges, resumes)``, built quickly."""
     draft = _RetryInfoDraft()
     draft.attempts = attempts  # type: ignore[attr-defined]
     draft.retries = retries  # type: ignore[attr-defined]
@@ -262,5 +283,6 @@ def new_retry_info(attempts: int, retries: int, history: tuple[Attempt, ...], to
     draft.stop_reason = stop_reason  # type: ignore[attr-defined]
     draft.body_buffered = body_buffered  # type: ignore[attr-defined]
     draft.hedges = hedges  # type: ignore[attr-defined]
+    draft.resumes = resumes  # type: ignore[attr-defined]
     draft.__class__ = RetryInfo  # type: ignore[assignment]
     return draft  # type: ignore[return-value]

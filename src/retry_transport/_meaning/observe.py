@@ -142,6 +142,39 @@ class Observer:
         if self.hooks:
             emit(RetryEvent("hedge", method, url, attempt, delay, None, None, None), self.hooks)
 
+    def resume(self, request: Request, attempt: int, wait: float, status: int | None,
+               error: str | None, resumed_at: int | str | None) -> None:
+        """The body broke while being read (``error``) and attempt ``attempt`` resumes it
+        from ``resumed_at`` after ``wait``: an INFO line and a ``resume`` event."""
+        log = logger.isEnabledFor(logging.INFO)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        if log:
+            where = (f"byte {resumed_at}" if isinstance(resumed_at, int)
+                     else f"event ID {resumed_at!r}")
+            logger.info("Resuming %s %s from %s after %s (attempt %d) in %.3f s",
+                        method, url, where, error, attempt, wait)
+        if self.hooks:
+            emit(RetryEvent("resume", method, url, attempt, wait, status, error, None,
+                            resumed_at=resumed_at), self.hooks)
+
+    def resume_ended(self, request: Request, info: RetryInfo, detail: str) -> None:
+        """A broken body is not resumed (further): a WARNING line and a ``give_up`` event."""
+        log = logger.isEnabledFor(logging.WARNING)
+        if not log and not self.hooks:
+            return
+        method, url = request.method, redact_url(request.url)
+        reason = info.stop_reason
+        broken = next((a for a in reversed(info.history) if a.error is not None), None)
+        error = broken.error if broken is not None else None
+        if log:
+            logger.warning("Not resuming %s %s after %d resumption(s): %s (%s: %s)",
+                           method, url, info.resumes, error, reason.value, detail)
+        if self.hooks:
+            emit(RetryEvent("give_up", method, url, info.attempts, 0.0, None, error, reason),
+                 self.hooks)
+
     def throttled(self, request: Request, attempt: int, extra: Sequence[RetryHook]) -> None:
         """Attempt ``attempt`` was refused by the origin's throttle: a ``throttled`` event
         for the transport's hooks and the throttle's own (``extra``). Its log line is the

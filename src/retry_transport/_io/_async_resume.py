@@ -1,0 +1,97 @@
+"""A response body that resumes itself after a break (``Resume``): the I/O, written once.
+
+``_async_resume.py`` is the source and ``_sync_resume.py`` is generated from it by
+``python scripts/unasync.py`` (CI checks it is current). The decisions are the
+:class:`~._call.resume.Resumption`'s: this module reads, sleeps, sends and splices.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._call.resume import Resumption
+    from .._leaves.flavour import Flavour
+    from ._async_loop import AsyncLoop
+
+__all__ = ["AsyncResuming", "async_resuming"]
+
+
+class AsyncResuming:
+    """The body handed to the caller: the chunks of the response's own stream, and after
+    a break, those of each resumption taken, as one stream (an event stream's one whole
+    event at a time). Mixed into the flavour's stream class by :func:`async_resuming`."""
+
+    def __init__(self, loop: AsyncLoop, state: Resumption, stream: Any) -> None:
+        self._loop = loop
+        self._state = state
+        self._stream = stream  # the body being read: the response's, then a resumption's
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        state = self._state
+        ranges, scanner = state.ranges, state.scanner
+        while True:
+            try:
+                if scanner is None:
+                    async for chunk in self._stream:
+                        ranges.read += len(chunk)  # type: ignore[union-attr]
+                        yield chunk
+                else:
+                    async for chunk in self._stream:
+                        chunk = scanner.feed(chunk)
+                        if chunk:
+                            yield chunk
+            except Exception as exc:
+                if self._closed or not state.breaks(exc):
+                    raise
+                await self._resume(exc)
+                continue
+            state.ended()
+            if scanner is not None:
+                rest = scanner.rest()
+                if rest:
+                    yield rest
+            return
+
+    async def _resume(self, exc: Exception) -> None:
+        """Go on after ``exc`` broke the body: returns once a resumption's body is in place;
+        raises ``exc`` (noted) when there is none."""
+        loop, state = self._loop, self._state
+        try:
+            await self._stream.aclose()
+            wait = state.on_break(exc)
+            while True:
+                await loop._pause(wait, state.closes)
+                request = state.attempt_request()
+                try:
+                    response = await loop._transport.handle_async_request(request)
+                except Exception as error:
+                    wait = state.on_error(error)
+                    continue
+                try:
+                    taken = state.on_response(response)
+                except BaseException:
+                    await loop._close(response)
+                    raise
+                if taken is None:
+                    self._stream = response.stream
+                    return
+                wait = taken
+                await loop._close(response)
+        except BaseException:
+            state.abandon()  # cancelled or interrupted: the attempt in flight ends unjudged
+            raise
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._stream.aclose()
+
+
+@functools.cache
+def async_resuming(flavour: Flavour) -> type[AsyncResuming]:
+    """:class:`AsyncResuming` as a stream of ``flavour``'s own class (a response's
+    ``aiter_raw()`` accepts no other)."""
+    return type("AsyncResuming", (AsyncResuming, flavour.async_byte_stream), {})

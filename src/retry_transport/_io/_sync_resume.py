@@ -1,0 +1,99 @@
+# Generated from _async_resume.py by `python scripts/unasync.py`: do not edit. Edit the
+# source, then run the command again (CI checks with `python scripts/unasync.py --check`).
+"""A response body that resumes itself after a break (``Resume``): the I/O, written once.
+
+``_async_resume.py`` is the source and ``_sync_resume.py`` is generated from it by
+``python scripts/unasync.py`` (CI checks it is current). The decisions are the
+:class:`~._call.resume.Resumption`'s: this module reads, sleeps, sends and splices.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._call.resume import Resumption
+    from .._leaves.flavour import Flavour
+    from ._sync_loop import SyncLoop
+
+__all__ = ["SyncResuming", "sync_resuming"]
+
+
+class SyncResuming:
+    """The body handed to the caller: the chunks of the response's own stream, and after
+    a break, those of each resumption taken, as one stream (an event stream's one whole
+    event at a time). Mixed into the flavour's stream class by :func:`sync_resuming`."""
+
+    def __init__(self, loop: SyncLoop, state: Resumption, stream: Any) -> None:
+        self._loop = loop
+        self._state = state
+        self._stream = stream  # the body being read: the response's, then a resumption's
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        state = self._state
+        ranges, scanner = state.ranges, state.scanner
+        while True:
+            try:
+                if scanner is None:
+                    for chunk in self._stream:
+                        ranges.read += len(chunk)  # type: ignore[union-attr]
+                        yield chunk
+                else:
+                    for chunk in self._stream:
+                        chunk = scanner.feed(chunk)
+                        if chunk:
+                            yield chunk
+            except Exception as exc:
+                if self._closed or not state.breaks(exc):
+                    raise
+                self._resume(exc)
+                continue
+            state.ended()
+            if scanner is not None:
+                rest = scanner.rest()
+                if rest:
+                    yield rest
+            return
+
+    def _resume(self, exc: Exception) -> None:
+        """Go on after ``exc`` broke the body: returns once a resumption's body is in place;
+        raises ``exc`` (noted) when there is none."""
+        loop, state = self._loop, self._state
+        try:
+            self._stream.close()
+            wait = state.on_break(exc)
+            while True:
+                loop._pause(wait, state.closes)
+                request = state.attempt_request()
+                try:
+                    response = loop._transport.handle_request(request)
+                except Exception as error:
+                    wait = state.on_error(error)
+                    continue
+                try:
+                    taken = state.on_response(response)
+                except BaseException:
+                    loop._close(response)
+                    raise
+                if taken is None:
+                    self._stream = response.stream
+                    return
+                wait = taken
+                loop._close(response)
+        except BaseException:
+            state.abandon()  # cancelled or interrupted: the attempt in flight ends unjudged
+            raise
+
+    def close(self) -> None:
+        self._closed = True
+        self._stream.close()
+
+
+@functools.cache
+def sync_resuming(flavour: Flavour) -> type[SyncResuming]:
+    """:class:`SyncResuming` as a stream of ``flavour``'s own class (a response's
+    ``aiter_raw()`` accepts no other)."""
+    return type("SyncResuming", (SyncResuming, flavour.sync_byte_stream), {})
