@@ -22,6 +22,7 @@ def test_all_is_pinned() -> None:
         "LatencySummary",
         "MemoryStore",
         "RedisStore",
+        "Resume",
         "RetryBudget",
         "RetryEvent",
         "RetryHook",

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .._call.resume import Resumption
-    from .._leaves.flavour import Flavour
-    from ._async_loop import AsyncLoop
+    from .._call.resumption import Resumption
+    from .._leaves.flavour import Flavour, Response
 
 __all__ = ["AsyncResuming", "async_resuming"]
+
+
+class _Driver(Protocol):
+    """What a resumable body uses of its driver (``_async_loop.py``'s loop)."""
+
+    _transport: Any
+
+    async def _pause(self, seconds: float, closes: int) -> None: ...
+    async def _close(self, response: Response) -> None: ...
 
 
 class AsyncResuming:
@@ -24,7 +32,7 @@ class AsyncResuming:
     a break, those of each resumption taken, as one stream (an event stream's one whole
     event at a time). Mixed into the flavour's stream class by :func:`async_resuming`."""
 
-    def __init__(self, loop: AsyncLoop, state: Resumption, stream: Any) -> None:
+    def __init__(self, loop: _Driver, state: Resumption, stream: Any) -> None:
         self._loop = loop
         self._state = state
         self._stream = stream  # the body being read: the response's, then a resumption's

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from .._call.hedged_call import HedgedCall
-from .._call.resume import resumption
+from .._call.resumption import resumption
 from .._wire.http import origin as origin_of
 from ._sync_resume import sync_resuming
 from ._common import _Common
