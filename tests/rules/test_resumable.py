@@ -1,0 +1,184 @@
+"""The pure reading behind resumable bodies: which responses may be resumed and how
+(``_wire/resumable.py``), what a resumption's answer must be, and the event-stream scanner
+(``_wire/events.py``), checked against the HTML standard's rules."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from hypothesis import given, strategies as st
+
+from retry_transport._wire.events import EventScanner
+from retry_transport._wire.resumable import Ranges, content_range, plan
+
+
+def response(status: int, **headers: str) -> httpx.Response:
+    return httpx.Response(status, headers={k.replace("_", "-"): v for k, v in headers.items()})
+
+
+@pytest.mark.parametrize("value, parsed", [
+    ("bytes 0-99/100", (0, 99, 100)),
+    ("bytes 5-9/*", (5, 9, None)),
+    (" BYTES 5-9/10 ", (5, 9, 10)),
+    ("bytes 9-5/10", None),  # last before first
+    ("bytes 5-10/10", None),  # past the total
+    ("bytes */10", None),  # an unsatisfied range's form
+    ("items 0-1/2", None),
+    ("bytes 0-1", None),
+    (None, None),
+])
+def test_content_range(value: str | None, parsed: object) -> None:
+    assert content_range(value) == parsed
+
+
+@pytest.mark.parametrize("status, headers, how", [
+    (200, {"etag": '"a"', "content_length": "10"}, Ranges('"a"', "", 0, None, 10)),
+    (200, {"etag": '"a"'}, Ranges('"a"', "", 0, None, None)),  # total learned later
+    (200, {"etag": '"a"', "content_encoding": "gzip"}, Ranges('"a"', "gzip", 0, None, None)),
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/20"}, Ranges('"a"', "", 5, 9, 20)),
+    (206, {"etag": '"a"'}, None),  # no Content-Range
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/*"}, None),  # no total
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/20",
+           "content_type": "multipart/byteranges; boundary=x"}, None),
+    (200, {"etag": 'W/"a"'}, None),  # a weak validator
+    (200, {"etag": "a"}, None),  # malformed
+    (200, {}, None),
+    (200, {"etag": '"a"', "accept_ranges": "none"}, None),
+    (200, {"etag": '"a"', "accept_ranges": "bytes"}, Ranges('"a"', "", 0, None, None)),
+    (304, {"etag": '"a"'}, None),
+    (200, {"content_type": "text/event-stream"}, True),
+    (200, {"content_type": "Text/Event-Stream; charset=utf-8", "etag": '"a"'}, True),
+    (200, {"content_type": "text/event-stream", "content_encoding": "gzip"}, None),
+    (200, {"content_type": "text/event-stream", "content_encoding": "identity"}, True),
+    (201, {"content_type": "text/event-stream"}, None),
+])
+def test_what_may_be_resumed(status: int, headers: dict[str, str], how: object) -> None:
+    assert plan(response(status, **headers), ranges=True, events=True) == how
+
+
+def test_each_kind_can_be_turned_off() -> None:
+    both = response(200, etag='"a"', content_type="text/event-stream")
+    assert plan(both, ranges=True, events=False) == Ranges('"a"', "", 0, None, None)
+    assert plan(both, ranges=False, events=True) is True
+    assert plan(response(200, etag='"a"'), ranges=False, events=True) is None
+
+
+@pytest.mark.parametrize("ranges, answer, why", [
+    (Ranges('"a"', "", 0, None, 100, 40), response(206, content_range="bytes 40-99/100"), None),
+    (Ranges('"a"', "", 0, None, None, 40), response(206, content_range="bytes 40-99/100"),
+     None),
+    (Ranges('"a"', "", 10, 49, 100, 5), response(206, content_range="bytes 15-49/100"), None),
+    (Ranges('"a"', "", 0, None, 100, 40),
+     response(206, content_range="bytes 40-99/100", etag='"a"'), None),
+    (Ranges('"a"', "", 0, None, 100, 40), response(200),
+     "the server answered 200 to a range request: the resource changed"),
+    (Ranges('"a"', "", 0, None, 100, 40), response(416),
+     "the server answered 416 to a range request"),
+    (Ranges('"a"', "", 0, None, 100, 40), response(206),
+     "the server answered 206 without a single Content-Range"),
+    (Ranges('"a"', "", 0, None, 100, 40), response(206, content_range="bytes 41-99/100"),
+     "the server answered 206 with bytes 41-99/100, not the bytes 40- asked for"),
+    (Ranges('"a"', "", 0, None, 100, 40), response(206, content_range="bytes 40-98/100"),
+     "the server answered 206 with bytes 40-98/100, not the bytes 40- asked for"),
+    (Ranges('"a"', "", 0, None, 100, 40), response(206, content_range="bytes 40-99/101"),
+     "the server answered 206 with bytes 40-99/101, not the bytes 40- asked for"),
+    (Ranges('"a"', "", 0, None, None, 40), response(206, content_range="bytes 40-99/*"),
+     "the server answered 206 with bytes 40-99/*, not the bytes 40- asked for"),
+    (Ranges('"a"', "", 10, 49, 100, 5), response(206, content_range="bytes 15-99/100"),
+     "the server answered 206 with bytes 15-99/100, not the bytes 15-49 asked for"),
+    (Ranges('"a"', "", 0, None, 100, 40),
+     response(206, content_range="bytes 40-99/100", etag='"b"'),
+     "the server answered 206 with another ETag: the resource changed"),
+    (Ranges('"a"', "gzip", 0, None, 100, 40), response(206, content_range="bytes 40-99/100"),
+     "the server answered 206 with another Content-Encoding"),
+])
+def test_what_a_resumption_may_answer(ranges: Ranges, answer: httpx.Response,
+                                      why: str | None) -> None:
+    assert ranges.accepts(answer) == why
+
+
+def test_the_range_asked_for() -> None:
+    assert Ranges('"a"', "", 0, None, None, 40).range_header() == "bytes=40-"
+    assert Ranges('"a"', "", 10, 49, 100, 5).range_header() == "bytes=15-49"
+
+
+def test_a_total_is_learned_from_the_first_206() -> None:
+    ranges = Ranges('"a"', "", 0, None, None, 40)
+    assert ranges.accepts(response(206, content_range="bytes 40-99/100")) is None
+    assert ranges.total == 100
+
+
+# -- the event-stream scanner ------------------------------------------------------------
+
+
+def scan(body: bytes, size: int) -> tuple[bytes, EventScanner]:
+    scanner = EventScanner()
+    out = b"".join(scanner.feed(body[i:i + size]) for i in range(0, len(body), size))
+    return out, scanner
+
+
+@pytest.mark.parametrize("body, last_id, retry_ms", [
+    (b"id: 1\ndata: a\n\n", "1", None),
+    (b"id: 1\r\ndata: a\r\n\r\n", "1", None),
+    (b"id: 1\rdata: a\r\r", "1", None),
+    (b"id:1\n\n", "1", None),  # no space after the colon
+    (b"id:  1\n\n", " 1", None),  # only one space is dropped
+    (b"id: 1\n\nid\n\n", None, None),  # an empty id clears it
+    (b"id: 1\n\nid: \n\n", None, None),
+    (b"id: 1\n\nid: a\x00b\n\n", "1", None),  # an id with NULL is ignored
+    (b"id: 1\n\nidx: 2\n\n", "1", None),  # not the id field
+    (b"id: 1\n\nid: 2\n", "1", None),  # the event with id 2 has not ended
+    (b"retry: 300\n\n", None, 300),
+    (b"retry: 3a0\n\n", None, None),  # digits only
+    (b"retry: -1\n\n", None, None),
+    (b"retry: \xd9\xa3\n\n", None, None),  # a non-ASCII digit
+    (b"retry: 300\n", None, 300),  # set as the line is read
+    (b"\xef\xbb\xbfid: 7\n\n", "7", None),  # the first body's BOM is not part of the name
+    (b": comment\nid: 2\n\n", "2", None),
+    (b"id: \xe2\x82\xac\n\n", "\u20ac", None),
+])
+@pytest.mark.parametrize("size", [1, 2, 3, 1000])
+def test_the_scanner_reads_as_the_standard_says(body: bytes, last_id: str | None,
+                                                 retry_ms: int | None, size: int) -> None:
+    out, scanner = scan(body, size)
+    assert (scanner.last_id, scanner.retry_ms) == (last_id, retry_ms)
+    assert out + scanner.rest() == body  # nothing lost, nothing added
+
+
+def test_only_whole_events_are_handed_on() -> None:
+    scanner = EventScanner()
+    assert scanner.feed(b"id: 1\ndata: a\n") == b""
+    assert scanner.feed(b"\nid: 2\nda") == b"id: 1\ndata: a\n\n"
+    assert scanner.feed(b"ta: b\n\n") == b"id: 2\ndata: b\n\n"
+
+
+def test_a_crlf_split_between_chunks_is_one_line_end() -> None:
+    scanner = EventScanner()
+    assert scanner.feed(b"data: a\r\n\r") == b"data: a\r\n\r"  # the event ended at the CR
+    assert scanner.feed(b"\ndata: b\r") == b"\n"  # ... its LF follows at once
+    assert scanner.feed(b"\n\r\n") == b"data: b\r\n\r\n"  # the CR of "b" was half a CRLF
+
+
+def test_a_restart_drops_the_torn_event_and_what_it_set() -> None:
+    scanner = EventScanner()
+    scanner.feed(b"id: 1\ndata: a\n\nid: 2\ndata: b")
+    assert scanner.last_id == "1"
+    scanner.restart()
+    # the new body opens with a BOM (dropped) and replays event 2
+    assert scanner.feed(b"\xef\xbb") == b""
+    assert scanner.feed(b"\xbfid: 2\ndata: b\n\n") == b"id: 2\ndata: b\n\n"
+    assert scanner.last_id == "2"
+
+
+@given(st.lists(st.sampled_from([b"id: 1", b"id: 22", b"id", b"data: x", b"retry: 5",
+                                 b": c", b"", b"\xef\xbb\xbfid: 3"]), max_size=12),
+       st.sampled_from([b"\n", b"\r", b"\r\n"]), st.integers(1, 7))
+def test_any_split_reads_as_the_whole(lines: list[bytes], newline: bytes, size: int) -> None:
+    body = b"".join(line + newline for line in lines)
+    whole = EventScanner()
+    whole_out = whole.feed(body)
+    out, split = scan(body, size)
+    assert (split.last_id, split.retry_ms) == (whole.last_id, whole.retry_ms)
+    assert out + split.rest() == whole_out + whole.rest() == body
+    ends = out.endswith((newline + newline, b"\n\n")) or not out
+    assert ends or out == newline  # only whole events (or a lone blank line) handed on
