@@ -10,7 +10,8 @@ down it, a steady stream of requests to a service with a heavy latency tail, wit
 hedged requests, with a fixed hedging delay and with one read from the latency's 95th
 percentile, and a partial overload: twice the requests a service can serve, which answers
 503 at once beyond its capacity, with the budget alone, with a breaker and with adaptive
-throttling. With policy options it runs that policy instead.
+throttling, and downloads over a link that drops the connection, without resumable bodies
+and with ``Resume()``. With policy options it runs that policy instead.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from retry_transport import CircuitBreaker, Hedging, Jitter, RetryBudget, RetryP
 
 from ._chain import DEADLINE_HEADER, run_chain
 from ._dist import Job, outage_job, run_jobs, stats_from_rows
+from ._downloads import DOWNLOAD_RESUMES, DownloadsResult, run_downloads
 from ._fleet import run_fleet
 from ._outage import LONG_OUTAGE
 from ._overload import OVERLOAD_CONFIGS, run_overload
@@ -35,6 +37,7 @@ from ._ratelimit import run_rate_limited
 from ._report import (
     chain_table,
     describe_policy,
+    downloads_table,
     in_ms,
     outage_summary,
     outage_table,
@@ -131,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
         help="skip the partial overload scenario (100 requests/s for 120 s to a service that "
         "accepts 50/s and answers 503 beyond: RetryBudget() alone, with CircuitBreaker(), "
         "with AdaptiveThrottle())",
+    )
+    parser.add_argument(
+        "--no-downloads",
+        action="store_true",
+        help="skip the flaky-link downloads (100 downloads of 100 MB over links that drop "
+        "every 20 MB on average: without Resume, with Resume() and with Resume(20))",
     )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
@@ -629,6 +638,58 @@ def _overload_rows(results: Sequence[Any]) -> list[tuple[str, OverloadResult]]:
     return [(label, run) for (label, _, _), run in zip(OVERLOAD_CONFIGS, runs, strict=True)]
 
 
+def _downloads_intro(result: DownloadsResult) -> str:
+    text = (
+        f"Downloads over a flaky link: {result.downloads} downloads of a "
+        f"{result.size / 1e6:g} MB file, all started at once, each by an application with an "
+        f"AsyncRetryTransport of its own (RetryPolicy(), RetryBudget()) over a link of its "
+        f"own: {result.bandwidth / 1e6:g} MB/s, 0.1 s to each response's headers, and the "
+        f"connection dropped after {result.mean_drop / 1e6:g} MB on average (exponentially "
+        "distributed, whatever the connection). The server's file has a strong ETag and "
+        "honours Range with If-Range. When an error reaches the application, it starts the "
+        f"download again from the beginning, up to {result.tries} times in all. The rows: "
+        "without resumable bodies, with Resume() (5 resumptions per response) and with "
+        f"Resume(20); seed {result.seed}, the same links in every row. Time: virtual "
+        "seconds from the start to a completed download's last byte."
+    )
+    return wrap(text)
+
+
+def _downloads_summary(rows: Sequence[tuple[str, DownloadsResult]]) -> str:
+    plain, *resumed = (r for _, r in rows)
+    best = resumed[-1]
+    files = best.size * best.downloads
+    text = (
+        f"Without resumption {len(plain.times)} of {plain.downloads} downloads complete: a "
+        f"{plain.size / 1e6:g} MB body crosses a link that drops every "
+        f"{plain.mean_drop / 1e6:g} MB only about once in {round(1 / _no_drop(plain)):,} "
+        f"tries, so {plain.transferred / 1e9:.1f} GB cross the link for "
+        f"{len(plain.times) * plain.size / 1e9:.1f} GB of files. With "
+        f"Resume({best.resume.max_resumes if best.resume else ''}) every byte of the files "
+        f"crosses it {best.transferred / files:.2f} times; Resume()'s five resumptions per "
+        "response are not enough for every download on this link, and a download that "
+        "runs out of them starts again from zero. The wait before each resumption is the "
+        f"policy's backoff for the resumptions so far (capped at {RetryPolicy().max_delay:g} "
+        "s): it sets the slowest times."
+    )
+    return wrap(text, first="  ", indent="  ")
+
+
+def _no_drop(result: DownloadsResult) -> float:
+    """The chance that a whole body crosses the link without a drop."""
+    return math.exp(-result.size / result.mean_drop)
+
+
+def _downloads_jobs() -> list[Job]:
+    return [Job(call=(run_downloads, {"resume": resume}), weight=60, label=f"downloads: {label}")
+            for label, resume in DOWNLOAD_RESUMES]
+
+
+def _downloads_rows(results: Sequence[Any]) -> list[tuple[str, DownloadsResult]]:
+    runs = cast("list[DownloadsResult]", list(results))
+    return [(label, run) for (label, _), run in zip(DOWNLOAD_RESUMES, runs, strict=True)]
+
+
 _Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
 
 
@@ -654,6 +715,8 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
         jobs += _tail_jobs()
     if not args.no_overload:
         jobs += _overload_jobs()
+    if not args.no_downloads:
+        jobs += _downloads_jobs()
     results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
@@ -731,9 +794,16 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     if not args.no_overload:
         out.append("")
         overload_rows = _overload_rows(results[extra : extra + len(OVERLOAD_CONFIGS)])
+        extra += len(OVERLOAD_CONFIGS)
         out.append(_overload_intro(overload_rows))
         out.append(overload_table(overload_rows))
         out.append(_overload_summary(overload_rows))
+    if not args.no_downloads:
+        out.append("")
+        download_rows = _downloads_rows(results[extra : extra + len(DOWNLOAD_RESUMES)])
+        out.append(_downloads_intro(download_rows[0][1]))
+        out.append(downloads_table(download_rows))
+        out.append(_downloads_summary(download_rows))
     return [(f"step {s.number}", run) for s, run in steps], outage_rows
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from retry_transport import CircuitBreaker, RetryPolicy
 
+from ._downloads import DownloadsResult
 from ._results import (
     ChainResult,
     OutageResult,
@@ -431,6 +432,24 @@ def _delays(r: TailResult) -> str:
     if math.isclose(low, high, rel_tol=1e-3):
         return in_ms(low)
     return f"{low * 1000:.1f}-{high * 1000:.1f} ms"
+
+
+def downloads_table(rows: Sequence[tuple[str, DownloadsResult]]) -> str:
+    """One row per configuration of the flaky-link downloads: how many completed, the
+    bytes that crossed the link, the time to complete, the resumptions and restarts."""
+    body = []
+    for label, r in rows:
+        times = sorted(r.times)
+        median = _seconds(statistics.median(times), 1) if times else "-"
+        p90 = _seconds(times[math.ceil(0.9 * len(times)) - 1], 1) if times else "-"
+        body.append([
+            label, f"{len(times)} of {r.downloads}", f"{r.transferred / 1e9:.2f} GB",
+            f"{r.transferred / (r.size * r.downloads):.2f}x", median, p90,
+            _seconds(times[-1], 1) if times else "-", f"{r.resumes:,}", f"{r.restarts:,}",
+        ])
+    header = ["resume", "completed", "transferred", "x the files", "time: p50", "p90", "max",
+              "resumptions", "restarts"]
+    return table(header, body, right=[1, 2, 3, 4, 5, 6, 7, 8])
 
 
 def tail_table(rows: Sequence[tuple[str, TailResult]]) -> str:
