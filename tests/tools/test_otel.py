@@ -578,3 +578,39 @@ def test_without_the_instrumentation_instrument_names_the_extra() -> None:
     """)
     assert result.returncode == 0, result.stderr
     assert "pip install 'retry-transport[otel]'" in result.stdout
+
+
+def test_each_resumption_is_an_attempt_span(telemetry: Telemetry) -> None:
+    """A body that breaks twice while read: three attempt spans, the resumptions with their
+    resend counts."""
+    body = bytes(3000)
+
+    class Broken(httpx.SyncByteStream):
+        def __init__(self, data: bytes, cut: int | None) -> None:
+            self.data, self.cut = data, cut
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield self.data[:self.cut]
+            if self.cut is not None:
+                raise httpx.ReadError("cut")
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked = request.headers.get("range")
+        start = int(asked[6:-1]) if asked else 0
+        cut = 1000 if start < 2000 else None
+        headers = {"etag": '"e"', "content-length": str(len(body) - start)}
+        if asked:
+            headers["content-range"] = f"bytes {start}-{len(body) - 1}/{len(body)}"
+        return httpx.Response(206 if asked else 200, headers=headers,
+                              stream=Broken(body[start:], cut))
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), sleep=lambda s: None,
+                                  resume=rt.Resume())
+    rt_otel.instrument(transport, tracer_provider=telemetry.tracer_provider,
+                       meter_provider=telemetry.meter_provider)
+    with httpx.Client(transport=transport) as client:
+        with telemetry.tracer.start_as_current_span("parent"):
+            with client.stream("GET", URL) as response:
+                assert response.read() == body
+    assert rt.retry_info(response).resumes == 2
+    check_attempt_spans(telemetry)

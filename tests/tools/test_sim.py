@@ -577,7 +577,7 @@ def test_fleet_rejects_a_bad_scenario() -> None:
 
 def test_command_prints_the_storm_table(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--runs", "40", "--compare-runs", "20", "--workers", "1", "--no-outage", "--no-fleet"]
-    args += ["--no-tail", "--no-overload"]
+    args += ["--no-tail", "--no-overload", "--no-downloads"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("The retry-storm table, measured")
@@ -600,7 +600,7 @@ def test_command_prints_the_rate_limit_table(
     capsys: pytest.CaptureFixture[str], rate_limited: dict[bool, RateLimitResult]
 ) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage", "--no-fleet"]
-    args += ["--no-tail", "--no-overload"]
+    args += ["--no-tail", "--no-overload", "--no-downloads"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "Rate-limited API: 3 callers" in out and "3x the quota" in out
@@ -624,7 +624,7 @@ def test_command_prints_the_fleet_table(
     capsys: pytest.CaptureFixture[str], fleet: dict[bool, FleetResult]
 ) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage", "--no-tail"]
-    args.append("--no-overload")
+    args += ["--no-overload", "--no-downloads"]
     assert main([*args, "--no-rate-limit"]) == 0
     out = capsys.readouterr().out
     assert "A fleet sharing cooldowns: 8 workers" in out and "16x the quota" in out
@@ -670,7 +670,7 @@ def test_command_prints_the_outage_table(
 
     monkeypatch.setattr(command, "LONG_OUTAGE", SMALL_OUTAGE)  # the table's form, faster
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-rate-limit"]
-    args += ["--no-fleet", "--no-tail", "--no-overload"]
+    args += ["--no-fleet", "--no-tail", "--no-overload", "--no-downloads"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "Sustained outage: Poisson arrivals, 20 requests/s for 60 s" in out
@@ -710,7 +710,8 @@ class _Terminal(io.StringIO):
 
 
 _PROGRESS_ARGS = ["--runs", "25", "--compare-runs", "5", "--no-outage", "--no-rate-limit"]
-_PROGRESS_ARGS += ["--no-fleet", "--no-deadline", "--no-tail", "--no-overload"]
+_PROGRESS_ARGS += ["--no-fleet", "--no-deadline", "--no-tail", "--no-overload",
+                   "--no-downloads"]
 
 
 @pytest.fixture
@@ -1004,7 +1005,7 @@ def test_command_prints_the_deadline_table(
     capsys: pytest.CaptureFixture[str], chains: dict[bool, ChainResult]
 ) -> None:
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
-    args += ["--no-rate-limit", "--no-fleet", "--no-tail", "--no-overload"]
+    args += ["--no-rate-limit", "--no-fleet", "--no-tail", "--no-overload", "--no-downloads"]
     assert main(args) == 0
     out = capsys.readouterr().out
     intro = " ".join(out[out.index("Deadline propagation:") :].split())
@@ -1153,7 +1154,7 @@ def test_command_prints_the_tail_table(
 
     monkeypatch.setattr(command, "run_tail", cached)  # the fixture's runs: the same, faster
     args = ["--runs", "10", "--compare-runs", "5", "--workers", "1", "--no-outage"]
-    args += ["--no-rate-limit", "--no-fleet", "--no-deadline", "--no-overload"]
+    args += ["--no-rate-limit", "--no-fleet", "--no-deadline", "--no-overload", "--no-downloads"]
     assert main(args) == 0
     out = capsys.readouterr().out
     text = " ".join(out[out.index("The tail at scale") :].split())
@@ -1336,5 +1337,31 @@ def test_command_prints_the_overload_table(
     assert f"(47.5/s): {throttle.goodput:.1f}/s, met." in text
     assert "NOT met" not in text and "The breaker is all or nothing" in text
     assert "the breaker opened" in text and "the throttle refused" in text
-    assert main([*args, "--no-overload"]) == 0
+    assert main([*args, "--no-overload", "--no-downloads"]) == 0
     assert "Partial overload" not in capsys.readouterr().out
+
+
+# -- downloads over a flaky link ---------------------------------------------------------------
+
+
+def test_downloads_over_a_flaky_link() -> None:
+    """The same links in every configuration; resumption sends each byte once when it has
+    resumptions enough, and a download that runs out of them starts again."""
+    from retry_transport import Resume
+    from retry_transport.sim._downloads import run_downloads
+
+    small = {"downloads": 20, "size": 20_000_000, "mean_drop": 5_000_000, "tries": 4}
+    plain = run_downloads(None, **small)
+    few = run_downloads(Resume(), **small)
+    many = run_downloads(Resume(40), **small)
+    files = small["downloads"] * small["size"]
+    assert (many.failed, many.restarts, many.transferred) == (0, 0, files)
+    assert many.resumes > 20  # about size / mean_drop each
+    assert plain.resumes == 0 and plain.failed > few.failed
+    assert few.transferred > files  # the restarts sent some bytes again
+    # bytes per completed download: the restarts from zero cost the most
+    assert plain.transferred / len(plain.times) > few.transferred / len(few.times)
+    assert few.restarts > 0  # five resumptions were not enough for some
+    # the first download's time: its bytes at 10 MB/s, a round trip per attempt, the waits
+    assert min(many.times) >= small["size"] / 10_000_000
+    assert run_downloads(Resume(40), **small) == many  # deterministic
