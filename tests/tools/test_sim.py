@@ -23,13 +23,21 @@ import random
 import re
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from retry_transport import AdaptiveThrottle, CircuitBreaker, Hedging, RetryBudget, RetryPolicy
+from retry_transport import (
+    AdaptiveThrottle,
+    CircuitBreaker,
+    Hedging,
+    Resume,
+    RetryBudget,
+    RetryPolicy,
+)
 from retry_transport.sim import (
     LONG_OUTAGE,
     REPRESENTATIVE_PATTERN,
@@ -51,6 +59,7 @@ from retry_transport.sim import (
 )
 from retry_transport.sim.__main__ import main
 from retry_transport.sim._chain import DEADLINE_HEADER, _granted_ms, run_chain
+from retry_transport.sim._downloads import run_downloads
 from retry_transport.sim._overload import run_overload
 from retry_transport.sim._results import ChainResult, OverloadResult, TailResult
 from retry_transport.sim._tail import TAIL_HEDGING, run_tail
@@ -1269,20 +1278,28 @@ def test_overload_is_reproducible() -> None:
         first.requests = 0  # type: ignore[misc]
 
 
-def test_the_jumping_clock_gives_the_runs_of_the_mock_clock(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("module, run", [
+    ("_overload", lambda: [run_overload(duration=8.0, steady_from=2.0, **config) for config in
+                           ({}, {"throttle": AdaptiveThrottle}, {"breaker": CircuitBreaker})]),
+    ("_storm", lambda: run_storms([STEP4.spec(seed) for seed in range(30)])),
+    ("_outage", lambda: run_outage(duration=10.0, outage=(0.0, 5.0))),
+    ("_tail", lambda: run_tail(Hedging("p95"), requests=300, warmup=60)),
+    ("_downloads", lambda: run_downloads(Resume(), downloads=10)),
+])
+def test_the_jumping_loop_gives_the_runs_of_trios_mock_clock(
+    monkeypatch: pytest.MonkeyPatch, module: str, run: Callable[[], object],
 ) -> None:
-    """The scenario runs on a clock that jumps to the next deadline in the pass that finds
-    every task blocked, a pass earlier than MockClock(autojump_threshold=0): the same runs."""
-    import retry_transport.sim._overload as overload
+    """The scenarios run on an asyncio loop whose clock jumps to the next timer when no task
+    is ready (``run_jumping``); run on trio under ``MockClock(autojump_threshold=0)``
+    instead, they give the same runs, to the last digit."""
+    import importlib
+
     from retry_transport.sim._virtual import run_virtual
 
-    small: dict[str, Any] = {"duration": 8.0, "steady_from": 2.0}
-    configs: list[dict[str, Any]] = [{}, {"throttle": AdaptiveThrottle},
-                                     {"breaker": CircuitBreaker}]
-    jumping = [run_overload(**small, **config) for config in configs]
-    monkeypatch.setattr(overload, "_run_jumping", run_virtual)
-    assert [run_overload(**small, **config) for config in configs] == jumping
+    jumping = run()
+    monkeypatch.setattr(importlib.import_module(f"retry_transport.sim.{module}"),
+                        "run_jumping", run_virtual)
+    assert run() == jumping
 
 
 def test_overload_rejects_a_bad_scenario() -> None:
@@ -1347,9 +1364,6 @@ def test_command_prints_the_overload_table(
 def test_downloads_over_a_flaky_link() -> None:
     """The same links in every configuration; resumption sends each byte once when it has
     resumptions enough, and a download that runs out of them starts again."""
-    from retry_transport import Resume
-    from retry_transport.sim._downloads import run_downloads
-
     small = {"downloads": 20, "size": 20_000_000, "mean_drop": 5_000_000, "tries": 4}
     plain = run_downloads(None, **small)
     few = run_downloads(Resume(), **small)

@@ -11,14 +11,19 @@ here run the same scenarios from tests and notebooks::
     stats = storm_stats(RetryPolicy(max_attempts=5, max_delay=0.8), runs=2000)
     stats.attempts_summary.median, stats.all_succeeded_share
 
-Nothing here sleeps for real: every scenario runs on trio under
-``trio.testing.MockClock(autojump_threshold=0)`` (trio must be installed), and the clients
-are ``httpx.AsyncClient`` instances over the real :class:`~retry_transport.AsyncRetryTransport`
-with its default ``sleep`` (``anyio.sleep``) and ``clock`` (``anyio.current_time``).
+Nothing here sleeps for real, and every scenario goes through the real
+:class:`~retry_transport.AsyncRetryTransport` with its default ``sleep`` (``anyio.sleep``) and
+``clock`` (``anyio.current_time``). The storm, the outage, the tail, the overload and the
+downloads run on an asyncio event loop whose clock jumps to the next timer whenever no task
+is ready (``_virtual.run_jumping``: a sleep costs about a third of one under trio's
+``MockClock``), and hand each GET to the transport as an ``httpx.AsyncClient`` would (the
+client adds CPU time, no wait and no decision). The rate-limit, fleet and deadline scenarios
+run on trio under ``trio.testing.MockClock(autojump_threshold=0)`` (trio must be installed)
+through ``httpx.AsyncClient`` instances.
 
 The storm model (:func:`run_storm`), made precise:
 
-* ``clients`` (6) clients each send one GET at ``t = 0``, each through its own client and
+* ``clients`` (6) clients each send one GET at ``t = 0``, each through its own
   transport, with its own jitter generator ``random.Random(f"storm:{seed}:{k}")`` and, if
   asked, its own retry budget.
 * Every attempt takes ``call_time`` (100 ms) and occupies the service during the half-open
@@ -32,8 +37,8 @@ The storm model (:func:`run_storm`), made precise:
 * Simultaneous events: at an instant where one call ends and another starts, the end comes
   first (half-open intervals), so a client that retries at once does not overlap its own
   failed call; calls that start at the same instant all overlap. The service decides from
-  recorded times (a 1 ns tolerance absorbs float drift), never from the order in which trio
-  wakes tasks at one instant (trio randomises it), so a run depends on its seed alone.
+  recorded times (a 1 ns tolerance absorbs float drift), never from the order in which the
+  event loop wakes tasks at one instant, so a run depends on its seed alone.
 * Scripted replies (step 1's blip): a client's first attempts may get fixed answers; an
   overload timeout wins over them. Step 1 turns the capacity rule off: its failures are the
   script, and six first calls at once would otherwise overload a 4-call service.

@@ -206,8 +206,8 @@ def _scenario(clients: int, capacity: int | None, call_time: float, duration: fl
     return (
         f"{clients} clients, one {call_time * 1000:g} ms call each at t = 0, {limit}, "
         f"attempts starting before {duration:g} s.\n"
-        "Each client: an httpx.AsyncClient over the real AsyncRetryTransport, in virtual time "
-        "(trio MockClock)."
+        "Each client: the real AsyncRetryTransport, handed the GET an httpx.AsyncClient would "
+        "hand it, in virtual time (an asyncio loop whose clock jumps to the next timer)."
     )
 
 
@@ -216,7 +216,8 @@ def _outage_intro(result: OutageResult) -> str:
     low, high = result.call_time
     text = (
         f"Sustained outage: Poisson arrivals, {result.rate:g} requests/s for "
-        f"{result.duration:g} s, through one AsyncClient and one AsyncRetryTransport. The "
+        f"{result.duration:g} s, through one AsyncRetryTransport (each GET handed to it as an "
+        "AsyncClient would hand it). The "
         f"service answers 503 (no Retry-After) to attempts starting in [{start:g}, {end:g}) s, "
         f"200 otherwise; each call takes {low * 1000:g}-{high * 1000:g} ms. Policy: "
         f"{describe_policy(result.policy)}; seed {result.seed} for every run. attempts in "

@@ -28,12 +28,12 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
+import anyio
 import httpx
-import trio
 
 from retry_transport import AsyncRetryTransport, Resume, retry_info
 
-from ._virtual import run_virtual
+from ._virtual import run_jumping
 
 __all__ = ["DOWNLOAD_RESUMES", "DownloadsResult", "run_downloads"]
 
@@ -41,7 +41,8 @@ _URL: Final = "http://files.sim/big.bin"
 _ETAG: Final = '"big-1"'
 #: The link hands the body on in pieces of this many bytes (each one a wait).
 _PIECE: Final = 4 * 1024 * 1024
-_ZEROS: Final = bytes(_PIECE)
+#: What the link carries: slices of one buffer, never a copy.
+_ZEROS: Final = memoryview(bytes(_PIECE))
 
 #: The command's three configurations: (label, resume).
 DOWNLOAD_RESUMES: Final[tuple[tuple[str, Resume | None], ...]] = (
@@ -95,7 +96,7 @@ class _Link(httpx.AsyncBaseTransport):
         self.transferred = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await trio.sleep(self.round_trip)
+        await anyio.sleep(self.round_trip)
         first, status = 0, 200
         asked = request.headers.get("range")
         if asked is not None and request.headers.get("if-range") == _ETAG:
@@ -119,7 +120,7 @@ class _Body(httpx.AsyncByteStream):
             dropped = link.until_drop < piece
             if dropped:
                 piece = int(link.until_drop)
-            await trio.sleep(piece / link.bandwidth)
+            await anyio.sleep(piece / link.bandwidth)
             link.transferred += piece
             at += piece
             if dropped:
@@ -162,15 +163,15 @@ def run_downloads(resume: Resume | None, *, seed: int = 0, downloads: int = 100,
                 await response.aclose()
             info = retry_info(response)
             counts["resumes"] += info.resumes if info is not None else 0
-            times[index] = trio.current_time()
+            times[index] = anyio.current_time()
             return
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             for index in range(downloads):
                 nursery.start_soon(download, index)
 
-    run_virtual(main)
+    run_jumping(main)
     done = tuple(t for t in times if t is not None)
     return DownloadsResult(
         resume=resume, seed=seed, downloads=downloads, size=size, mean_drop=mean_drop,

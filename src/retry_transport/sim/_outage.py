@@ -3,14 +3,14 @@
 The model:
 
 * Requests arrive as a Poisson process (``rate`` per second, 100) for ``duration`` seconds
-  (60), all through ONE ``httpx.AsyncClient`` over one real
-  :class:`~retry_transport.AsyncRetryTransport`, so they share its retry budget. Arrival
+  (60), all through ONE real :class:`~retry_transport.AsyncRetryTransport` (each GET handed
+  to it as an ``httpx.AsyncClient`` would hand it), so they share its retry budget. Arrival
   gaps come from ``random.Random(f"outage:{seed}:arrivals")`` and the transport's jitter
   from ``random.Random(f"outage:{seed}:jitter")``, drawn in the order failures come back
   (their times are continuous random values, so no two coincide).
 * Each attempt takes a virtual time drawn uniformly from ``call_time`` (10 to 100 ms), from
-  a generator of its request's own, so a run does not depend on the order in which trio
-  wakes tasks at one instant.
+  a generator of its request's own, so a run does not depend on the order in which the
+  event loop wakes tasks at one instant.
 * An attempt that *starts* during the outage, ``[start, end)`` (``[0, 30 s)`` by default),
   is answered 503 without ``Retry-After`` at its end; any other attempt gets 200. The
   service has no capacity limit here: the question is how much load the clients add, not
@@ -44,8 +44,8 @@ import random
 from collections.abc import Callable
 from typing import Any, Final
 
+import anyio
 import httpx
-import trio
 
 from retry_transport import (
     AsyncRetryTransport,
@@ -60,13 +60,13 @@ from retry_transport import (
 
 from ._results import OutageResult
 from ._storm import BudgetFactory
-from ._virtual import run_virtual
+from ._virtual import run_jumping
 
 __all__ = ["LONG_OUTAGE", "BreakerFactory", "run_outage"]
 
 _URL: Final = httpx.URL("http://service.sim/work")
 
-#: Builds the client's breaker: called with ``clock=trio.current_time`` (the virtual clock),
+#: Builds the client's breaker: called with ``clock=anyio.current_time`` (the virtual clock),
 #: so a class such as ``CircuitBreaker`` or a ``functools.partial`` of it (both picklable,
 #: unlike a lambda, so the command can run the scenario in a worker process).
 BreakerFactory = Callable[..., CircuitBreaker]
@@ -91,12 +91,12 @@ class _OutageService(httpx.AsyncBaseTransport):
         self.rngs: dict[int, random.Random] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        now = trio.current_time() - self.t0
+        now = anyio.current_time() - self.t0
         rid: int = request.extensions["sim_request"]
         self.attempts[rid] = self.attempts.get(rid, 0) + 1
         self.starts.append(now)
         low, high = self.call_time
-        await trio.sleep(self.rngs[rid].uniform(low, high))
+        await anyio.sleep(self.rngs[rid].uniform(low, high))
         down = self.outage[0] <= now < self.outage[1]
         return httpx.Response(503 if down else 200, request=request)
 
@@ -135,16 +135,16 @@ def run_outage(
         raise ValueError(f"outage must be (start, end) with start <= end, got {outage}")
 
     async def main() -> OutageResult:
-        t0 = trio.current_time()
+        t0 = anyio.current_time()
         service = _OutageService(t0, outage, call_time)
         refusals: list[float] = []
         transitions: list[tuple[float, str]] = []
 
         def hook(event: RetryEvent) -> None:
             if event.kind.startswith("breaker_"):
-                transitions.append((trio.current_time() - t0, event.kind.removeprefix("breaker_")))
+                transitions.append((anyio.current_time() - t0, event.kind.removeprefix("breaker_")))
 
-        circuit = breaker(clock=trio.current_time) if breaker is not None else None
+        circuit = breaker(clock=anyio.current_time) if breaker is not None else None
         transport = AsyncRetryTransport(
             service,
             policy=policy,
@@ -164,10 +164,12 @@ def run_outage(
         lowest = [bucket.tokens if bucket is not None else 0.0]
         refilled: list[float] = []
 
-        async def request(client: httpx.AsyncClient, rid: int) -> None:
+        async def request(rid: int) -> None:
             budget_refused = False
-            try:
-                response = await client.get(_URL, extensions={"sim_request": rid})
+            try:  # the request as an AsyncClient hands it to its transport
+                request = httpx.Request("GET", _URL, extensions={"sim_request": rid})
+                response = await transport.handle_async_request(request)
+                await response.aread()
             except CircuitOpenError:
                 failed = True
                 refused[0] += 1
@@ -176,7 +178,7 @@ def run_outage(
                 info = retry_info(response)
                 reason = info.stop_reason if info is not None else None
                 budget_refused = reason is StopReason.BUDGET_EXHAUSTED
-            now = trio.current_time() - t0
+            now = anyio.current_time() - t0
             del service.rngs[rid]
             if budget_refused:  # the budget refused this request's retry as it ended, now
                 refusals.append(now)
@@ -190,18 +192,18 @@ def run_outage(
                 if not refilled and now >= outage[1] and tokens >= bucket.capacity:
                     refilled.append(now)
 
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-            async with trio.open_nursery() as nursery:
+        async with transport:
+            async with anyio.create_task_group() as nursery:
                 now = 0.0
                 rid = 0
                 while True:
                     now += arrivals.expovariate(rate)
                     if now >= duration:
                         break
-                    await trio.sleep_until(t0 + now)
+                    await anyio.sleep_until(t0 + now)
                     arrived.append(now)
                     service.rngs[rid] = random.Random(arrivals.getrandbits(64))
-                    nursery.start_soon(request, client, rid)
+                    nursery.start_soon(request, rid)
                     rid += 1
         in_outage = [i for i, t in enumerate(arrived) if outage[0] <= t < outage[1]]
         starts = service.starts
@@ -231,7 +233,7 @@ def run_outage(
             failed_per_second=_per_second(failed_at),
         )
 
-    return run_virtual(main)
+    return run_jumping(main)
 
 
 def _per_second(times: list[float]) -> tuple[int, ...]:

@@ -28,7 +28,8 @@ at once. The model (:func:`run_overload`):
   to 50 ms), in request order, from ``random.Random(f"overload:{seed}:calls")``: the rows
   meet the same calls. Every event of a run happens at an instant of its own (arrivals at
   multiples of 10 ms, answers and backoffs at continuous random times), so the order in
-  which trio runs tasks that wake together never matters, and a run depends on its seed.
+  which the event loop runs tasks that wake together never matters, and a run depends on
+  its seed.
 * The rows: the budget alone; with ``breaker=CircuitBreaker`` (its defaults, as in the
   outage section; built on the virtual clock); with ``throttle=AdaptiveThrottle`` (its
   defaults, ``k=2`` over 120 s, built on the virtual clock with
@@ -56,12 +57,11 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+import anyio
 import httpx
-import trio
-import trio.abc
 
 from retry_transport import (
     AdaptiveThrottle,
@@ -73,13 +73,12 @@ from retry_transport import (
     RetryPolicy,
     ThrottledError,
     retry_info,
-    testing as _testing,
 )
 
 from ._outage import BreakerFactory
 from ._results import OverloadResult
 from ._storm import BudgetFactory
-from ._virtual import frozen_heap, quiet_transport_log
+from ._virtual import run_jumping
 
 __all__ = ["OVERLOAD_CONFIGS", "ThrottleFactory", "run_overload"]
 
@@ -89,7 +88,7 @@ _URL: Final = httpx.URL("http://service.sim/work")
 #: Every answer's empty body, as a stream: a response given none reads its content at once.
 _EMPTY: Final = httpx.ByteStream(b"")
 
-#: Builds the client's throttle: called with ``clock=trio.current_time`` and ``rng=`` a
+#: Builds the client's throttle: called with ``clock=anyio.current_time`` and ``rng=`` a
 #: seeded ``random.Random``; a class such as ``AdaptiveThrottle`` or a ``functools.partial``
 #: of it (picklable, so the command can run the scenario in a worker process).
 ThrottleFactory = Callable[..., AdaptiveThrottle]
@@ -100,49 +99,6 @@ OVERLOAD_CONFIGS: Final[tuple[tuple[str, dict[str, Any], int], ...]] = (
     ("RetryBudget() + CircuitBreaker()", {"breaker": CircuitBreaker}, 300),
     ("RetryBudget() + AdaptiveThrottle()", {"throttle": AdaptiveThrottle}, 450),
 )
-
-
-class _JumpClock(trio.abc.Clock):
-    """Virtual time that jumps to the next deadline as soon as every task is blocked.
-
-    ``MockClock(autojump_threshold=0)`` jumps one pass of trio's loop later: a pass finds
-    nothing to run, the clock jumps at its end, and the next pass wakes the sleepers. A run
-    here has some 20,000 distinct instants, so that idle pass is 15-20% of its CPU time.
-    trio asks a clock how long to sleep only when no task can run; this one moves to the
-    deadline then and answers 0, so one pass both jumps and wakes. With no I/O in the run
-    the two clocks give the same runs (see the tests).
-    """
-
-    def __init__(self) -> None:
-        self._now = 0.0
-
-    def start_clock(self) -> None:
-        pass
-
-    def current_time(self) -> float:
-        return self._now
-
-    def deadline_to_sleep_time(self, deadline: float) -> float:
-        if deadline == math.inf:
-            return math.inf  # nothing scheduled: a deadlock waits, as with MockClock
-        self._now = max(self._now, deadline)
-        return 0.0
-
-
-def _run_jumping(fn: Callable[[], Awaitable[T]]) -> T:
-    """Run ``fn()`` on trio with a :class:`_JumpClock`, as ``run_virtual`` runs it with a
-    ``MockClock``: never in testing mode, the transport's log silenced, the heap frozen."""
-
-    async def main() -> T:
-        return await fn()
-
-    if _testing.active is not None:
-        raise RuntimeError(
-            "the retry simulator cannot run inside retry_testing(): testing mode skips the "
-            "waits the simulation measures"
-        )
-    with quiet_transport_log(), frozen_heap():
-        return trio.run(main, clock=_JumpClock())
 
 
 class _BucketService(httpx.AsyncBaseTransport):
@@ -168,7 +124,7 @@ class _BucketService(httpx.AsyncBaseTransport):
         counts[second] += 1
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        now = trio.current_time() - self.t0
+        now = anyio.current_time() - self.t0
         rid: int = request.extensions["sim_request"]
         k = self.seen[rid]
         self.seen[rid] = k + 1
@@ -181,7 +137,7 @@ class _BucketService(httpx.AsyncBaseTransport):
             return httpx.Response(503, stream=_EMPTY, request=request)
         self.tokens = tokens - 1.0
         self._count(self.accepts, second)
-        await trio.sleep(self.times[rid][k])
+        await anyio.sleep(self.times[rid][k])
         return httpx.Response(200, stream=_EMPTY, request=request)
 
 
@@ -242,16 +198,16 @@ def run_overload(
              for _ in range(requests)]
 
     async def main() -> OverloadResult:
-        t0 = trio.current_time()
+        t0 = anyio.current_time()
         service = _BucketService(t0, capacity, burst, times)
         transitions: list[tuple[float, str]] = []
 
         def hook(event: RetryEvent) -> None:
-            transitions.append((trio.current_time() - t0, event.kind.removeprefix("breaker_")))
+            transitions.append((anyio.current_time() - t0, event.kind.removeprefix("breaker_")))
 
-        circuit = breaker(clock=trio.current_time, hooks=hook) if breaker is not None else None
+        circuit = breaker(clock=anyio.current_time, hooks=hook) if breaker is not None else None
         valve = (
-            throttle(clock=trio.current_time, rng=random.Random(f"overload:{seed}:throttle"))
+            throttle(clock=anyio.current_time, rng=random.Random(f"overload:{seed}:throttle"))
             if throttle is not None
             else None
         )
@@ -267,7 +223,7 @@ def run_overload(
         outcomes = [""] * requests
 
         async def request(rid: int) -> None:
-            await trio.sleep_until(t0 + rid / rate)
+            await anyio.sleep_until(t0 + rid / rate)
             try:
                 response = await transport.handle_async_request(
                     httpx.Request("GET", _URL, extensions={"sim_request": rid})
@@ -286,9 +242,9 @@ def run_overload(
         # The requests of each second start together, each sleeping until its arrival: one
         # wake per request, not one for a loop that starts them and one for each request.
         per_batch = max(1, round(rate))
-        async with transport, trio.open_nursery() as nursery:
+        async with transport, anyio.create_task_group() as nursery:
             for first in range(0, requests, per_batch):
-                await trio.sleep_until(t0 + first / rate)
+                await anyio.sleep_until(t0 + first / rate)
                 for rid in range(first, min(requests, first + per_batch)):
                     nursery.start_soon(request, rid)
 
@@ -335,5 +291,5 @@ def run_overload(
             breaker_transitions=tuple(transitions),
         )
 
-    return _run_jumping(main)
+    return run_jumping(main)
 

@@ -53,8 +53,8 @@ import math
 import random
 from typing import Final
 
+import anyio
 import httpx
-import trio
 
 from retry_transport import (
     AsyncRetryTransport,
@@ -66,7 +66,7 @@ from retry_transport import (
 )
 
 from ._results import TailResult
-from ._virtual import run_virtual
+from ._virtual import run_jumping
 
 __all__ = ["TAIL_HEDGING", "run_tail"]
 
@@ -121,17 +121,17 @@ class _TailService(httpx.AsyncBaseTransport):
         k = self.seen[rid]
         self.seen[rid] = k + 1
         counted = rid >= self.counted_from
-        start = trio.current_time()
+        start = anyio.current_time()
         try:
-            await trio.sleep(self.times[rid][k])
-        except trio.Cancelled:
+            await anyio.sleep(self.times[rid][k])
+        except anyio.get_cancelled_exc_class():
             if counted:
                 self.cancelled += 1
             raise
         finally:
             if counted:
                 self.calls += 1
-                self.busy += trio.current_time() - start
+                self.busy += anyio.current_time() - start
         return httpx.Response(200, stream=_EMPTY, request=request)
 
 
@@ -213,11 +213,11 @@ def run_tail(
         won = [False] * requests
 
         async def request(rid: int, url: httpx.URL) -> None:
-            start = trio.current_time()
+            start = anyio.current_time()
             response = await transport.handle_async_request(
                 httpx.Request("GET", url, extensions={"sim_request": rid})
             )
-            end = trio.current_time()
+            end = anyio.current_time()
             await response.aclose()
             if rid < warmup:
                 return
@@ -231,13 +231,13 @@ def run_tail(
             else:  # pragma: no cover - the transport records every response it hands over
                 attempts[index] = 1
 
-        t0 = trio.current_time()
-        async with transport, trio.open_nursery() as nursery:
+        t0 = anyio.current_time()
+        async with transport, anyio.create_task_group() as nursery:
             for rid in range(warmup):
-                await trio.sleep_until(t0 + rid * warmup_time / warmup)
+                await anyio.sleep_until(t0 + rid * warmup_time / warmup)
                 nursery.start_soon(request, rid, _WARMUP_URL)
             for index in range(requests):
-                await trio.sleep_until(t0 + warmup_time + index / rate)
+                await anyio.sleep_until(t0 + warmup_time + index / rate)
                 nursery.start_soon(request, warmup + index, _URL)
         summary = transport.latency(_ORIGIN)
         return TailResult(
@@ -266,4 +266,4 @@ def run_tail(
             budget_refused=watched.refused if watched is not None else 0,
         )
 
-    return run_virtual(main)
+    return run_jumping(main)
