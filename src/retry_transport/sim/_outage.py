@@ -169,7 +169,7 @@ def run_outage(
             try:  # the request as an AsyncClient hands it to its transport
                 request = httpx.Request("GET", _URL, extensions={"sim_request": rid})
                 response = await transport.handle_async_request(request)
-                await response.aread()
+                await response.aclose()  # an empty body: nothing to read
             except CircuitOpenError:
                 failed = True
                 refused[0] += 1

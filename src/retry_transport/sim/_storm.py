@@ -144,7 +144,7 @@ async def _client(spec: StormSpec, service: _Service, k: int, out: list[ClientRe
     request = httpx.Request("GET", _URL)
     try:
         response = await transport.handle_async_request(request)
-        await response.aread()
+        await response.aclose()  # an empty body: nothing to read
         outcome = response
     except (httpx.TransportError, RunOver) as exc:
         outcome = exc
