@@ -181,6 +181,8 @@ def test_a_changed_resource_ends_with_the_original_error(harness: Harness) -> No
                                                                1, 2)
     assert [e.kind for e in events] == ["resume", "give_up"]
     assert transport.stats.gave_up == {rt.StopReason.NOT_RETRYABLE: 1}
+    # the resumption was paid for and refused its answer: its cost is not given back
+    assert transport.stats.budget_tokens == 500 - 5
 
 
 @table("answer, note", [
@@ -259,6 +261,40 @@ def test_an_open_breaker_refuses_the_resumption(harness: Harness) -> None:
     assert len(server.requests) == 1
     # the resumption was paid for, then refused: its cost went back
     assert transport.stats.budget_tokens == 500
+
+
+def test_closing_the_response_during_the_wait_ends_resumption(harness: Harness) -> None:
+    server = RangeServer(cuts=(3000,))
+    opened: list[Any] = []
+
+    def close(seconds: float) -> None:
+        opened[0].close()
+
+    async def aclose(seconds: float) -> None:
+        await opened[0].aclose()
+
+    transport = harness.transport(server, resume=rt.Resume(),
+                                  sleep=close if harness.mode == "sync" else aclose)
+    got: list[bytes] = []
+    with pytest.raises(httpx.ReadError) as caught:
+        if harness.mode == "sync":
+            with httpx.Client(transport=transport) as client:
+                with client.stream("GET", URL) as response:
+                    opened.append(response)
+                    got.extend(response.iter_raw())
+        else:
+            async def main() -> None:
+                async with httpx.AsyncClient(transport=transport) as client:
+                    async with client.stream("GET", URL) as response:
+                        opened.append(response)
+                        got.extend([chunk async for chunk in response.aiter_raw()])
+
+            harness.run(main)
+    assert caught.value.__notes__[-1].endswith(
+        "(closed): the response was closed while its body was resumed")
+    assert len(server.requests) == 1  # nothing sent after the close
+    assert all(stream.closed for stream in server.streams)
+    assert transport.stats.budget_tokens == 500  # the resumption's cost went back
 
 
 def test_the_deadline_bounds_resumption(harness: Harness) -> None:
@@ -393,6 +429,27 @@ def test_an_event_stream_without_ids_ends_with_the_error_after_whole_events(
     assert partial == b"retry: 200\ndata: line one of 1\ndata: line two\n\n"  # whole only
     assert caught.value.__notes__[-1].endswith("(not_retryable): no event ID to resume from")
     assert len(server.requests) == 1
+
+
+@table("sent, body, resumed_from", [
+    ({}, b"id: caf\xc3\xa9\ndata: a\n\ndata: b", "café".encode()),  # sent as UTF-8 bytes
+    ({"Last-Event-ID": "5"}, b"data: b", b"5"),  # cut before this body's first id
+], ids=["utf8-id", "callers-id"])
+def test_the_id_a_resumption_sends(harness: Harness, sent: dict[str, str], body: bytes,
+                                   resumed_from: bytes) -> None:
+    asked: list[bytes | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        header = request.headers.raw
+        asked.append(next((v for k, v in header if k.lower() == b"last-event-id"), None))
+        error = httpx.ReadError("cut") if len(asked) == 1 else None
+        stream = broken_stream([body if len(asked) == 1 else b"data: c\n\n"], error)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=stream)
+
+    got, _ = read(harness, harness.transport(handler, resume=rt.Resume()), headers=sent)
+    assert asked == [sent.get("Last-Event-ID", "").encode() or None, resumed_from]
+    assert got.endswith(b"data: c\n\n")
 
 
 def test_a_post_event_stream_is_never_resent(harness: Harness) -> None:

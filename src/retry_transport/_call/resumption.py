@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 __all__ = ["Resumption", "resumption"]
 
 
+#: The request headers a resumption sets (replacing the caller's).
+_REPLACED: Final = frozenset({b"range", b"if-range", b"last-event-id"})
+
 #: Why a resumption was not made, for the note on the error, by stop reason.
 _WHY: Final[dict[StopReason, str]] = {
     BUDGET_EXHAUSTED: "the retry budget is spent",
@@ -91,7 +94,9 @@ class Resumption:
         self.max_resumes = max_resumes
         #: Byte ranges (``None``: an event stream, read by :attr:`scanner`).
         self.ranges = ranges
-        self.scanner = EventScanner() if ranges is None else None
+        self.scanner = None
+        if ranges is None:  # an ID the caller sent is where the stream went on from
+            self.scanner = EventScanner(call.request.headers.get("last-event-id") or None)
         info = retry_info(response)
         assert info is not None  # a final answer always carries its metadata
         self._info = info
@@ -192,12 +197,13 @@ class Resumption:
                 self._end(reason, _WHY.get(reason, refused.refusal.message))
         progress.paid = None
         original = call.request
-        headers = original.headers.copy()
+        headers = [(name, value) for name, value in original.headers.raw
+                   if name.lower() not in _REPLACED]
         if self.ranges is not None:
-            headers["Range"] = self.ranges.range_header()
-            headers["If-Range"] = self.ranges.etag
-        else:
-            headers["Last-Event-ID"] = str(self._attempt)
+            headers.append((b"Range", self.ranges.range_header().encode("ascii")))
+            headers.append((b"If-Range", self.ranges.etag.encode("latin-1")))
+        else:  # as EventSource sends it: the ID's UTF-8 bytes
+            headers.append((b"Last-Event-ID", str(self._attempt).encode("utf-8")))
         request: Request = controller.flavour.request(original.method, original.url,
                                                       headers=headers)
         call._label_attempt(request, len(self._history) + 1, left, dict(original.extensions))
@@ -212,20 +218,27 @@ class Resumption:
         why = (None if is_event_stream(response) else "the server answered "
                f"{response.status_code}, not an event stream") if self.ranges is None \
             else self.ranges.accepts(response)
+        # The guards that judge health learn from the answer now; those that account for
+        # the request (the budget) are settled when the body ends if it is taken (cleanly:
+        # the resumption's cost goes back), and without a verdict if it is not.
         pairs = call._tickets
-        if why is None and pairs:  # the budget's ticket waits for the body's end
-            self._kept = [pair for pair in pairs if not pair[0].health]
+        accounts: list[tuple[Guard, object]] = []
+        if pairs:
+            accounts = [pair for pair in pairs if not pair[0].health]
             call._tickets = [pair for pair in pairs if pair[0].health]
         outcome = call._outcome_of(response, response.status_code)
         self._history.append(new_attempt(response.status_code, None, outcome.floor, 0.0,
                                          outcome.signal, resumed_at=self._attempt))
         call._attempt_over()
         if why is None:
+            self._kept = accounts
             self._success = outcome
             if self.scanner is not None:
                 self.scanner.restart()
             self._publish()
             return None
+        for guard, ticket in accounts:
+            guard.settle(call, ticket, None)
         if outcome.stop is None:  # 503, 429...: another resumption, as a retry would be
             return self._next(outcome)
         self._end(NOT_RETRYABLE, why)
@@ -242,6 +255,12 @@ class Resumption:
         if outcome.stop is not None:
             self._end(NOT_RETRYABLE, f"the resumption failed with {name}")
         return self._next(outcome)
+
+    def closed(self) -> NoReturn:
+        """The caller closed the response while its body was being resumed: the attempt in
+        flight is settled without a verdict, and resumption ends (stop reason ``closed``)."""
+        self.call.abandon()
+        self._end(CLOSED, "the response was closed while its body was resumed")
 
     def abandon(self) -> None:
         """The read was cancelled or interrupted mid-resumption: the attempt in flight and
@@ -269,8 +288,13 @@ class Resumption:
 
     def _end(self, reason: StopReason, detail: str) -> NoReturn:
         """Resumption ends: the break is raised, the same object, with a note saying why
-        and the request's metadata."""
+        and the request's metadata. What the guards' vetoes took for a resumption that is
+        not sent goes back."""
         self._settle_kept(None)
+        progress = self.call._progress
+        if progress is not None and progress.paid is not None:
+            paid, progress.paid = progress.paid, None
+            self.call._give_back(paid, 0)
         error = self._error
         assert error is not None
         info = self._record(reason)

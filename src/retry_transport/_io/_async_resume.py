@@ -73,6 +73,8 @@ class AsyncResuming:
             wait = state.on_break(exc)
             while True:
                 await loop._pause(wait, state.closes)
+                if self._closed:  # by the caller, meanwhile
+                    state.closed()
                 request = state.attempt_request()
                 try:
                     response = await loop._transport.handle_async_request(request)
@@ -80,6 +82,8 @@ class AsyncResuming:
                     wait = state.on_error(error)
                     continue
                 try:
+                    if self._closed:
+                        state.closed()
                     taken = state.on_response(response)
                 except BaseException:
                     await loop._close(response)

@@ -75,6 +75,8 @@ class SyncResuming:
             wait = state.on_break(exc)
             while True:
                 loop._pause(wait, state.closes)
+                if self._closed:  # by the caller, meanwhile
+                    state.closed()
                 request = state.attempt_request()
                 try:
                     response = loop._transport.handle_request(request)
@@ -82,6 +84,8 @@ class SyncResuming:
                     wait = state.on_error(error)
                     continue
                 try:
+                    if self._closed:
+                        state.closed()
                     taken = state.on_response(response)
                 except BaseException:
                     loop._close(response)

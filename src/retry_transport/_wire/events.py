@@ -31,13 +31,14 @@ class EventScanner:
 
     __slots__ = ("_bom", "_cr", "_fresh", "_held", "_id", "_scan", "last_id", "retry_ms")
 
-    def __init__(self) -> None:
+    def __init__(self, last_id: str | None = None) -> None:
         #: The event ID to resume from: the ID buffer as of the last event that ended, or
-        #: ``None`` (none set, or cleared by an empty ``id``).
-        self.last_id: str | None = None
+        #: ``None`` (none set, or cleared by an empty ``id``). It starts as ``last_id``: the
+        #: ID the request itself sent, which the server went on from.
+        self.last_id = last_id
         #: The stream's reconnection time in milliseconds (``retry``), or ``None``.
         self.retry_ms: int | None = None
-        self._id: str | None = None  # the ID buffer, which a torn event may have changed
+        self._id = last_id  # the ID buffer, which a torn event may have changed
         self._held = b""  # the bytes of the event still arriving
         self._scan = 0  # where, in ``_held``, the first line not yet read starts
         self._cr = False  # the last line read ended in a CR, maybe the first half of a CRLF
