@@ -28,16 +28,16 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
-import anyio
 import httpx
 
 from retry_transport import AsyncRetryTransport, Resume, retry_info
 
+from . import _virtual as virtual
 from ._virtual import run_jumping
 
 __all__ = ["DOWNLOAD_RESUMES", "DownloadsResult", "run_downloads"]
 
-_URL: Final = "http://files.sim/big.bin"
+_URL: Final = httpx.URL("http://files.sim/big.bin")
 _ETAG: Final = '"big-1"'
 #: The link hands the body on in pieces of this many bytes (each one a wait).
 _PIECE: Final = 4 * 1024 * 1024
@@ -96,7 +96,7 @@ class _Link(httpx.AsyncBaseTransport):
         self.transferred = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await anyio.sleep(self.round_trip)
+        await virtual.sleep(self.round_trip)
         first, status = 0, 200
         asked = request.headers.get("range")
         if asked is not None and request.headers.get("if-range") == _ETAG:
@@ -120,7 +120,7 @@ class _Body(httpx.AsyncByteStream):
             dropped = link.until_drop < piece
             if dropped:
                 piece = int(link.until_drop)
-            await anyio.sleep(piece / link.bandwidth)
+            await virtual.sleep(piece / link.bandwidth)
             link.transferred += piece
             at += piece
             if dropped:
@@ -151,7 +151,7 @@ def run_downloads(resume: Resume | None, *, seed: int = 0, downloads: int = 100,
         for attempt in range(tries):
             if attempt:
                 counts["restarts"] += 1
-            response = await transport.handle_async_request(httpx.Request("GET", _URL))
+            response = await transport.handle_async_request(virtual.get(_URL))
             try:
                 async for _ in response.aiter_raw():
                     pass
@@ -163,11 +163,11 @@ def run_downloads(resume: Resume | None, *, seed: int = 0, downloads: int = 100,
                 await response.aclose()
             info = retry_info(response)
             counts["resumes"] += info.resumes if info is not None else 0
-            times[index] = anyio.current_time()
+            times[index] = virtual.now()
             return
 
     async def main() -> None:
-        async with anyio.create_task_group() as nursery:
+        async with virtual.task_group() as nursery:
             for index in range(downloads):
                 nursery.start_soon(download, index)
 

@@ -44,7 +44,6 @@ import random
 from collections.abc import Callable
 from typing import Any, Final
 
-import anyio
 import httpx
 
 from retry_transport import (
@@ -58,6 +57,7 @@ from retry_transport import (
     retry_info,
 )
 
+from . import _virtual as virtual
 from ._results import OutageResult
 from ._storm import BudgetFactory
 from ._virtual import run_jumping
@@ -66,7 +66,7 @@ __all__ = ["LONG_OUTAGE", "BreakerFactory", "run_outage"]
 
 _URL: Final = httpx.URL("http://service.sim/work")
 
-#: Builds the client's breaker: called with ``clock=anyio.current_time`` (the virtual clock),
+#: Builds the client's breaker: called with ``clock=`` the virtual clock,
 #: so a class such as ``CircuitBreaker`` or a ``functools.partial`` of it (both picklable,
 #: unlike a lambda, so the command can run the scenario in a worker process).
 BreakerFactory = Callable[..., CircuitBreaker]
@@ -91,12 +91,12 @@ class _OutageService(httpx.AsyncBaseTransport):
         self.rngs: dict[int, random.Random] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        now = anyio.current_time() - self.t0
+        now = virtual.now() - self.t0
         rid: int = request.extensions["sim_request"]
         self.attempts[rid] = self.attempts.get(rid, 0) + 1
         self.starts.append(now)
         low, high = self.call_time
-        await anyio.sleep(self.rngs[rid].uniform(low, high))
+        await virtual.sleep(self.rngs[rid].uniform(low, high))
         down = self.outage[0] <= now < self.outage[1]
         return httpx.Response(503 if down else 200, request=request)
 
@@ -135,16 +135,16 @@ def run_outage(
         raise ValueError(f"outage must be (start, end) with start <= end, got {outage}")
 
     async def main() -> OutageResult:
-        t0 = anyio.current_time()
+        t0 = virtual.now()
         service = _OutageService(t0, outage, call_time)
         refusals: list[float] = []
         transitions: list[tuple[float, str]] = []
 
         def hook(event: RetryEvent) -> None:
             if event.kind.startswith("breaker_"):
-                transitions.append((anyio.current_time() - t0, event.kind.removeprefix("breaker_")))
+                transitions.append((virtual.now() - t0, event.kind.removeprefix("breaker_")))
 
-        circuit = breaker(clock=anyio.current_time) if breaker is not None else None
+        circuit = breaker(clock=virtual.now) if breaker is not None else None
         transport = AsyncRetryTransport(
             service,
             policy=policy,
@@ -167,7 +167,7 @@ def run_outage(
         async def request(rid: int) -> None:
             budget_refused = False
             try:  # the request as an AsyncClient hands it to its transport
-                request = httpx.Request("GET", _URL, extensions={"sim_request": rid})
+                request = virtual.get(_URL, sim_request=rid)
                 response = await transport.handle_async_request(request)
                 await response.aclose()  # an empty body: nothing to read
             except CircuitOpenError:
@@ -178,7 +178,7 @@ def run_outage(
                 info = retry_info(response)
                 reason = info.stop_reason if info is not None else None
                 budget_refused = reason is StopReason.BUDGET_EXHAUSTED
-            now = anyio.current_time() - t0
+            now = virtual.now() - t0
             del service.rngs[rid]
             if budget_refused:  # the budget refused this request's retry as it ended, now
                 refusals.append(now)
@@ -193,14 +193,14 @@ def run_outage(
                     refilled.append(now)
 
         async with transport:
-            async with anyio.create_task_group() as nursery:
+            async with virtual.task_group() as nursery:
                 now = 0.0
                 rid = 0
                 while True:
                     now += arrivals.expovariate(rate)
                     if now >= duration:
                         break
-                    await anyio.sleep_until(t0 + now)
+                    await virtual.sleep_until(t0 + now)
                     arrived.append(now)
                     service.rngs[rid] = random.Random(arrivals.getrandbits(64))
                     nursery.start_soon(request, rid)

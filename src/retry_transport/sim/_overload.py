@@ -60,7 +60,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-import anyio
 import httpx
 
 from retry_transport import (
@@ -75,6 +74,7 @@ from retry_transport import (
     retry_info,
 )
 
+from . import _virtual as virtual
 from ._outage import BreakerFactory
 from ._results import OverloadResult
 from ._storm import BudgetFactory
@@ -88,7 +88,7 @@ _URL: Final = httpx.URL("http://service.sim/work")
 #: Every answer's empty body, as a stream: a response given none reads its content at once.
 _EMPTY: Final = httpx.ByteStream(b"")
 
-#: Builds the client's throttle: called with ``clock=anyio.current_time`` and ``rng=`` a
+#: Builds the client's throttle: called with ``clock=`` the virtual clock and ``rng=`` a
 #: seeded ``random.Random``; a class such as ``AdaptiveThrottle`` or a ``functools.partial``
 #: of it (picklable, so the command can run the scenario in a worker process).
 ThrottleFactory = Callable[..., AdaptiveThrottle]
@@ -124,7 +124,7 @@ class _BucketService(httpx.AsyncBaseTransport):
         counts[second] += 1
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        now = anyio.current_time() - self.t0
+        now = virtual.now() - self.t0
         rid: int = request.extensions["sim_request"]
         k = self.seen[rid]
         self.seen[rid] = k + 1
@@ -137,7 +137,7 @@ class _BucketService(httpx.AsyncBaseTransport):
             return httpx.Response(503, stream=_EMPTY, request=request)
         self.tokens = tokens - 1.0
         self._count(self.accepts, second)
-        await anyio.sleep(self.times[rid][k])
+        await virtual.sleep(self.times[rid][k])
         return httpx.Response(200, stream=_EMPTY, request=request)
 
 
@@ -198,16 +198,16 @@ def run_overload(
              for _ in range(requests)]
 
     async def main() -> OverloadResult:
-        t0 = anyio.current_time()
+        t0 = virtual.now()
         service = _BucketService(t0, capacity, burst, times)
         transitions: list[tuple[float, str]] = []
 
         def hook(event: RetryEvent) -> None:
-            transitions.append((anyio.current_time() - t0, event.kind.removeprefix("breaker_")))
+            transitions.append((virtual.now() - t0, event.kind.removeprefix("breaker_")))
 
-        circuit = breaker(clock=anyio.current_time, hooks=hook) if breaker is not None else None
+        circuit = breaker(clock=virtual.now, hooks=hook) if breaker is not None else None
         valve = (
-            throttle(clock=anyio.current_time, rng=random.Random(f"overload:{seed}:throttle"))
+            throttle(clock=virtual.now, rng=random.Random(f"overload:{seed}:throttle"))
             if throttle is not None
             else None
         )
@@ -223,10 +223,10 @@ def run_overload(
         outcomes = [""] * requests
 
         async def request(rid: int) -> None:
-            await anyio.sleep_until(t0 + rid / rate)
+            await virtual.sleep_until(t0 + rid / rate)
             try:
                 response = await transport.handle_async_request(
-                    httpx.Request("GET", _URL, extensions={"sim_request": rid})
+                    virtual.get(_URL, sim_request=rid)
                 )
             except (ThrottledError, CircuitOpenError):
                 outcomes[rid] = "refused"
@@ -242,9 +242,9 @@ def run_overload(
         # The requests of each second start together, each sleeping until its arrival: one
         # wake per request, not one for a loop that starts them and one for each request.
         per_batch = max(1, round(rate))
-        async with transport, anyio.create_task_group() as nursery:
+        async with transport, virtual.task_group() as nursery:
             for first in range(0, requests, per_batch):
-                await anyio.sleep_until(t0 + first / rate)
+                await virtual.sleep_until(t0 + first / rate)
                 for rid in range(first, min(requests, first + per_batch)):
                     nursery.start_soon(request, rid)
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import anyio
 import httpx
 
 from retry_transport import AsyncRetryTransport, RetryBudget, RetryPolicy, retry_info
 
+from . import _virtual as virtual
 from ._results import Call, ClientResult, Reply, StormResult
 from ._virtual import EPSILON, run_jumping
 
@@ -92,7 +92,7 @@ class _Service:
 
     async def call(self, client: int, request: httpx.Request) -> httpx.Response:
         spec = self.spec
-        now = anyio.current_time() - self.t0
+        now = virtual.now() - self.t0
         if now >= spec.duration - EPSILON:
             raise RunOver(f"the run ended at {spec.duration:g} s")
         self.attempts[client] += 1
@@ -105,7 +105,7 @@ class _Service:
         if spec.capacity is not None and len(flights) > spec.capacity:
             for f in flights:
                 f.doomed = True
-        await anyio.sleep(spec.call_time)
+        await virtual.sleep(spec.call_time)
         if flight.doomed:
             self.calls.append(Call(client, attempt, flight.start, flight.end, None))
             raise httpx.ReadTimeout(
@@ -141,7 +141,7 @@ async def _client(spec: StormSpec, service: _Service, k: int, out: list[ClientRe
     # The request as an httpx.AsyncClient builds it for client.get(_URL), handed to the
     # transport as the client hands it: the client itself adds no wait and no decision,
     # only CPU time (a quarter of a run's).
-    request = httpx.Request("GET", _URL)
+    request = virtual.get(_URL)
     try:
         response = await transport.handle_async_request(request)
         await response.aclose()  # an empty body: nothing to read
@@ -150,7 +150,7 @@ async def _client(spec: StormSpec, service: _Service, k: int, out: list[ClientRe
         outcome = exc
     finally:
         await transport.aclose()
-    now = anyio.current_time() - service.t0
+    now = virtual.now() - service.t0
     info = retry_info(outcome)
     waits = tuple(a.wait for a in info.history[:-1]) if info is not None else ()
     attempts = service.attempts[k]
@@ -168,7 +168,7 @@ async def _client(spec: StormSpec, service: _Service, k: int, out: list[ClientRe
 async def _storm(spec: StormSpec, t0: float) -> StormResult:
     service = _Service(spec, t0)
     out: list[ClientResult] = []
-    async with anyio.create_task_group() as group:
+    async with virtual.task_group() as group:
         for k in range(1, spec.clients + 1):
             group.start_soon(_client, spec, service, k, out)
     calls = tuple(sorted(service.calls, key=lambda c: (c.start, c.client)))
@@ -193,13 +193,13 @@ def run_storms(specs: Sequence[StormSpec]) -> list[StormResult]:
     """
 
     async def main() -> list[StormResult]:
-        t0 = anyio.current_time()
+        t0 = virtual.now()
         results: list[StormResult | None] = [None] * len(specs)
 
         async def one(i: int) -> None:
             results[i] = await _storm(specs[i], t0)
 
-        async with anyio.create_task_group() as group:
+        async with virtual.task_group() as group:
             for i in range(len(specs)):
                 group.start_soon(one, i)
         return [r for r in results if r is not None]

@@ -65,6 +65,7 @@ from retry_transport import (
     retry_info,
 )
 
+from . import _virtual as virtual
 from ._results import TailResult
 from ._virtual import run_jumping
 
@@ -121,9 +122,9 @@ class _TailService(httpx.AsyncBaseTransport):
         k = self.seen[rid]
         self.seen[rid] = k + 1
         counted = rid >= self.counted_from
-        start = anyio.current_time()
+        start = virtual.now()
         try:
-            await anyio.sleep(self.times[rid][k])
+            await virtual.sleep(self.times[rid][k])
         except anyio.get_cancelled_exc_class():
             if counted:
                 self.cancelled += 1
@@ -131,7 +132,7 @@ class _TailService(httpx.AsyncBaseTransport):
         finally:
             if counted:
                 self.calls += 1
-                self.busy += anyio.current_time() - start
+                self.busy += virtual.now() - start
         return httpx.Response(200, stream=_EMPTY, request=request)
 
 
@@ -213,11 +214,11 @@ def run_tail(
         won = [False] * requests
 
         async def request(rid: int, url: httpx.URL) -> None:
-            start = anyio.current_time()
+            start = virtual.now()
             response = await transport.handle_async_request(
-                httpx.Request("GET", url, extensions={"sim_request": rid})
+                virtual.get(url, sim_request=rid)
             )
-            end = anyio.current_time()
+            end = virtual.now()
             await response.aclose()
             if rid < warmup:
                 return
@@ -231,13 +232,13 @@ def run_tail(
             else:  # pragma: no cover - the transport records every response it hands over
                 attempts[index] = 1
 
-        t0 = anyio.current_time()
-        async with transport, anyio.create_task_group() as nursery:
+        t0 = virtual.now()
+        async with transport, virtual.task_group() as nursery:
             for rid in range(warmup):
-                await anyio.sleep_until(t0 + rid * warmup_time / warmup)
+                await virtual.sleep_until(t0 + rid * warmup_time / warmup)
                 nursery.start_soon(request, rid, _WARMUP_URL)
             for index in range(requests):
-                await anyio.sleep_until(t0 + warmup_time + index / rate)
+                await virtual.sleep_until(t0 + warmup_time + index / rate)
                 nursery.start_soon(request, warmup + index, _URL)
         summary = transport.latency(_ORIGIN)
         return TailResult(
