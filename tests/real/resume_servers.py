@@ -215,10 +215,18 @@ class FileServer(LocalHTTPServer):
         super().__init__(_FileHandler)
 
 
-class _FileHandler(BaseHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 keep-alive, ``TCP_NODELAY``, bounded waits, no log lines."""
+
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     timeout = BOUND
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _FileHandler(_Handler):
     server: FileServer
 
     def do_GET(self) -> None:
@@ -237,9 +245,6 @@ class _FileHandler(BaseHTTPRequestHandler):
         self.end_headers()
         with contextlib.suppress(OSError):
             self.wfile.write(body[first:last + 1])
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 def gzipped(data: bytes) -> bytes:
@@ -277,10 +282,7 @@ class EventStreamServer(LocalHTTPServer):
         super().__init__(_EventHandler)
 
 
-class _EventHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    timeout = BOUND
+class _EventHandler(_Handler):
     server: EventStreamServer
 
     def do_GET(self) -> None:
@@ -323,6 +325,3 @@ class _EventHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
         if cut is not None:
             self.close_connection = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
