@@ -268,15 +268,16 @@ def event(number: int) -> bytes:
 
 
 class EventStreamServer(LocalHTTPServer):
-    """An event stream of ids 1..``count`` after ``retry: 200``, replaying after
+    """An event stream of ids 1..``count`` after ``retry: <retry>`` (200 ms), replaying after
     ``Last-Event-ID``, sent chunked; each stream is cut (the connection closed mid-chunk)
     at the next of ``cuts``: ``(event id, where)``, where ``"data"`` is inside its second
     ``data`` line and ``"id"`` right after its ``id`` line. ``ids``: whether events carry
     ids; ``bom``: whether a resumed stream opens with a BOM."""
 
     def __init__(self, count: int = 1000, cuts: list[tuple[int, str]] | None = None, *,
-                 ids: bool = True, bom: bool = False) -> None:
+                 ids: bool = True, bom: bool = False, retry: int = 200) -> None:
         self.count, self.cuts, self.ids, self.bom = count, list(cuts or []), ids, bom
+        self.retry = retry
         self.requests: list[tuple[str, str | None]] = []  # (method, Last-Event-ID)
         self.lock = threading.Lock()
         super().__init__(_EventHandler)
@@ -300,7 +301,7 @@ class _EventHandler(_Handler):
             server.requests.append((self.command, last))
             cut = server.cuts.pop(0) if server.cuts else None
         after = int(last) if last else 0
-        body = b"retry: 200\n\n"
+        body = b"retry: %d\n\n" % server.retry
         if last and server.bom:
             body = b"\xef\xbb\xbf" + body
         end = len(body)

@@ -65,6 +65,9 @@ from ._virtual import run_jumping
 __all__ = ["LONG_OUTAGE", "BreakerFactory", "run_outage"]
 
 _URL: Final = httpx.URL("http://service.sim/work")
+#: Every answer's empty body, as a stream: a response given none reads its content at once,
+#: many times as long to build.
+_EMPTY: Final = httpx.ByteStream(b"")
 
 #: Builds the client's breaker: called with ``clock=`` the virtual clock,
 #: so a class such as ``CircuitBreaker`` or a ``functools.partial`` of it (both picklable,
@@ -98,7 +101,7 @@ class _OutageService(httpx.AsyncBaseTransport):
         low, high = self.call_time
         await virtual.sleep(self.rngs[rid].uniform(low, high))
         down = self.outage[0] <= now < self.outage[1]
-        return httpx.Response(503 if down else 200, request=request)
+        return httpx.Response(503 if down else 200, stream=_EMPTY, request=request)
 
 
 def run_outage(
