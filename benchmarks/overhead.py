@@ -1,11 +1,15 @@
-"""What does retry-transport cost on a request that needs no retry? And on one that does?
+"""What does retry-transport cost against a real socket, and what does it keep in memory?
 
 Run it from the repository root::
 
-    python benchmarks/overhead.py            # default settings, about 1-2 minutes
-    python benchmarks/overhead.py --quick    # a smoke run, a few seconds
-    python benchmarks/overhead.py --profile  # cProfile of the success path, then exit
-    python benchmarks/overhead.py --against REF  # each goal: the code of REF and the tree
+    python benchmarks/overhead.py            # default settings, about a minute
+    python benchmarks/overhead.py --quick    # a smoke run, about 10 seconds
+
+The layer's own cost on the success and retry paths (over ``httpx.MockTransport``, sync and
+async, with a breaker, a throttle or hedging, and old code against new) is counted in
+instructions by ``benchmarks/instructions.py``, exact where wall-clock figures of a 1 us
+layer swing with the load of a shared machine. This script keeps what instruction counts
+cannot show: the layer beside a real socket, and its memory over many requests.
 
 Everything is measured in one process, arm against arm, interleaved over several rounds:
 in each round every arm (the bare transport, retry-transport, and the peers a user would
@@ -17,16 +21,12 @@ figures mean anything: never compare absolute microseconds across runs.
 
 Sections:
 
-1. ``MockTransport``: the pure CPU cost of the layer, calling ``transport.handle_request``
-   directly in a tight loop, and through ``httpx.Client.get``. Sync, asyncio and trio.
-2. Loopback: ``httpx.Client.get`` against a tiny keep-alive HTTP/1.1 server on 127.0.0.1
+1. Loopback: ``httpx.Client.get`` against a tiny keep-alive HTTP/1.1 server on 127.0.0.1
    that this script starts in a child process (so it does not share the GIL with the
    client) and that stops by itself: when this script closes its stdin, after serving a
-   bounded number of requests, or after ``--server-lifetime`` seconds.
-3. The retry path: a handler that answers 503 then 200, with a no-op sleep, against two
-   bare requests; what remains is the cost of deciding one retry (and of the bookkeeping
-   of a request that was retried), the wait excluded.
-4. Memory: 100,000 successful requests through one ``RetryTransport`` must not grow the
+   bounded number of requests, or after ``--server-lifetime`` seconds. Sync (1a), asyncio
+   (1b) and trio (1c).
+2. Memory: 100,000 successful requests through one ``RetryTransport`` must not grow the
    traced peak by 1 MiB or more (``tracemalloc``: peak during the run minus the traced
    size just before it, after a warm-up and a full collection).
 
@@ -37,21 +37,19 @@ the noise at this scale. The memory section leaves the collector on, as in real 
 Peers (optional, imported lazily, skipped with a note when missing):
 ``httpx-retries`` (its ``RetryTransport`` wrapping the same inner transport, ``Retry(total=2)``
 i.e. 3 attempts) and ``tenacity`` (a ``tenacity.retry`` decorator, 3 attempts, retry on
-``httpx.TransportError``, exponential full-jitter wait) around ``client.get`` or around the
-inner ``handle_request``. Install them with ``pip install httpx-retries tenacity``.
+``httpx.TransportError``, exponential full-jitter wait) around ``client.get``. Install them
+with ``pip install httpx-retries tenacity``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import gc
 import importlib
 import importlib.metadata
 import os
 import platform
-import pstats
 import selectors
 import statistics
 import subprocess
@@ -73,20 +71,10 @@ SyncRun = Callable[[int], int]  # run(n) -> elapsed ns for n requests
 AsyncRun = Callable[[int], Awaitable[int]]
 
 # Targets (see the README of this folder).
-TARGET_SYNC_US = 1.5
-TARGET_ASYNC_US = 2.5
 TARGET_LOOPBACK_RATIO = 1.02
 TARGET_MEMORY_BYTES = 1024 * 1024
-TARGET_RETRY_US = 10.0
-#: The most a closed circuit breaker may add to a successful request (section 7).
-TARGET_BREAKER_US = 1.0
-#: Cooling origins in section 5, and the most they may add to a request to another origin.
-COOLING_ORIGINS = 10_000
-TARGET_COOLDOWN_US = 1.0
 
 # Requests per arm per turn within a round (a few milliseconds each).
-BLOCK_DIRECT = 250
-BLOCK_CLIENT = 50
 BLOCK_SERVER = 20
 
 URL = "http://127.0.0.1:8000/items"
@@ -99,10 +87,7 @@ RESPONSE_BYTES = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length
 @dataclass(frozen=True)
 class Settings:
     rounds: int
-    requests: int  # per arm per round, MockTransport direct loops
-    client_requests: int  # per arm per round, MockTransport through a Client
     server_requests: int  # per arm per round, loopback
-    retry_requests: int  # per arm per round, retry path
     memory_requests: int
     trio: bool
     server: bool
@@ -115,18 +100,16 @@ class Settings:
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings]:
     parser = argparse.ArgumentParser(
-        description="Per-request overhead of retry-transport against a bare transport and peers."
+        description="Retry-transport against a bare transport and peers on a loopback server, "
+        "and its memory over many requests. The success and retry paths' own cost is "
+        "counted in instructions by benchmarks/instructions.py."
     )
     parser.add_argument("--rounds", type=int, default=None, help="rounds per section (15)")
     parser.add_argument(
-        "--requests",
+        "--server-requests",
         type=int,
         default=None,
-        help="requests per arm per round for direct MockTransport loops (4000); the client, "
-        "loopback and retry sections use a fraction of it",
-    )
-    parser.add_argument(
-        "--server-requests", type=int, default=None, help="loopback requests per arm per round"
+        help="loopback requests per arm per round (400)",
     )
     parser.add_argument(
         "--memory-requests", type=int, default=None, help="requests for the memory check (100000)"
@@ -134,7 +117,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: few rounds, few requests"
     )
-    parser.add_argument("--no-trio", action="store_true", help="skip the trio sections")
+    parser.add_argument("--no-trio", action="store_true", help="skip the trio loopback section")
     parser.add_argument("--no-server", action="store_true", help="skip the loopback sections")
     parser.add_argument("--no-peers", action="store_true", help="skip httpx-retries and tenacity")
     parser.add_argument(
@@ -143,22 +126,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
         default=600.0,
         help="the loopback server exits after this many seconds whatever happens (600)",
     )
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="print a cProfile of the success path (sync and asyncio) and exit",
-    )
-    parser.add_argument(
-        "--against",
-        metavar="REF",
-        help="measure the goals' arms for the code of git ref REF and the working tree, "
-        "interleaved in this process, and print the goals (nothing else is measured)",
-    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-max-requests", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rounds = args.rounds if args.rounds is not None else (5 if args.quick else 15)
-    requests = args.requests if args.requests is not None else (500 if args.quick else 4000)
     server_requests = args.server_requests
     if server_requests is None:
         server_requests = 100 if args.quick else 400
@@ -167,7 +138,6 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
         memory = 20_000
     for name, value in (
         ("--rounds", rounds),
-        ("--requests", requests),
         ("--server-requests", server_requests),
         ("--memory-requests", memory),
     ):
@@ -175,10 +145,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Settings
             parser.error(f"{name} must be >= 1")
     settings = Settings(
         rounds=rounds,
-        requests=requests,
-        client_requests=max(1, requests // 4),
         server_requests=server_requests,
-        retry_requests=max(1, requests // 2),
         memory_requests=memory,
         trio=not args.no_trio,
         server=not args.no_server,
@@ -390,28 +357,6 @@ def _ok(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, content=b"ok")
 
 
-def _direct_sync(handle: Callable[[httpx.Request], Any], request: httpx.Request) -> SyncRun:
-    def run(n: int) -> int:
-        start = perf_counter_ns()
-        for _ in range(n):
-            handle(request)
-        return perf_counter_ns() - start
-
-    return run
-
-
-def _direct_async(
-    handle: Callable[[httpx.Request], Awaitable[Any]], request: httpx.Request
-) -> AsyncRun:
-    async def run(n: int) -> int:
-        start = perf_counter_ns()
-        for _ in range(n):
-            await handle(request)
-        return perf_counter_ns() - start
-
-    return run
-
-
 def _get_sync(get: Callable[[str], Any], url: str) -> SyncRun:
     def run(n: int) -> int:
         start = perf_counter_ns()
@@ -430,84 +375,6 @@ def _get_async(get: Callable[[str], Awaitable[Any]], url: str) -> AsyncRun:
         return perf_counter_ns() - start
 
     return run
-
-
-def _request() -> httpx.Request:
-    # One request per arm, reused: the arms must not share one (httpx-retries stores its
-    # Retry in request.extensions["retry"], which retry-transport reads as an override).
-    return httpx.Request("GET", URL)
-
-
-def mock_direct_sync_arms(peers: Peers) -> dict[str, SyncRun]:
-    mock = httpx.MockTransport(_ok)
-    arms: dict[str, SyncRun] = {
-        "bare MockTransport": _direct_sync(mock.handle_request, _request()),
-        "retry-transport": _direct_sync(rt.RetryTransport(mock).handle_request, _request()),
-    }
-    if peers.httpx_retries is not None:
-        arms[peers.hr_label] = _direct_sync(peers.hr_transport(mock).handle_request, _request())
-    if peers.tenacity is not None:
-        decorated = peers.tn_decorator()(mock.handle_request)
-        arms[f"{peers.tn_label} (around handle_request)"] = _direct_sync(decorated, _request())
-    return arms
-
-
-def mock_client_sync_arms(peers: Peers) -> tuple[dict[str, SyncRun], list[httpx.Client]]:
-    mock = httpx.MockTransport(_ok)
-    clients = [httpx.Client(transport=mock), httpx.Client(transport=rt.RetryTransport(mock))]
-    arms: dict[str, SyncRun] = {
-        "bare Client(MockTransport)": _get_sync(clients[0].get, URL),
-        "retry-transport": _get_sync(clients[1].get, URL),
-    }
-    if peers.httpx_retries is not None:
-        clients.append(httpx.Client(transport=peers.hr_transport(mock)))
-        arms[peers.hr_label] = _get_sync(clients[-1].get, URL)
-    if peers.tenacity is not None:
-        clients.append(httpx.Client(transport=mock))
-        decorated = peers.tn_decorator()(clients[-1].get)
-        arms[f"{peers.tn_label} (around client.get)"] = _get_sync(decorated, URL)
-    return arms, clients
-
-
-def mock_direct_async_arms(peers: Peers) -> dict[str, AsyncRun]:
-    mock = httpx.MockTransport(_ok)
-    arms: dict[str, AsyncRun] = {
-        "bare MockTransport": _direct_async(mock.handle_async_request, _request()),
-        "retry-transport": _direct_async(
-            rt.AsyncRetryTransport(mock).handle_async_request, _request()
-        ),
-    }
-    if peers.httpx_retries is not None:
-        hr = peers.hr_transport(mock)
-        arms[peers.hr_label] = _direct_async(hr.handle_async_request, _request())
-    if peers.tenacity is not None:
-        decorated = peers.tn_decorator()(mock.handle_async_request)
-        arms[f"{peers.tn_label} (around handle_async_request)"] = _direct_async(
-            decorated, _request()
-        )
-    return arms
-
-
-def mock_client_async_arms(
-    peers: Peers,
-) -> tuple[dict[str, AsyncRun], list[httpx.AsyncClient]]:
-    mock = httpx.MockTransport(_ok)
-    clients = [
-        httpx.AsyncClient(transport=mock),
-        httpx.AsyncClient(transport=rt.AsyncRetryTransport(mock)),
-    ]
-    arms: dict[str, AsyncRun] = {
-        "bare AsyncClient(MockTransport)": _get_async(clients[0].get, URL),
-        "retry-transport": _get_async(clients[1].get, URL),
-    }
-    if peers.httpx_retries is not None:
-        clients.append(httpx.AsyncClient(transport=peers.hr_transport(mock)))
-        arms[peers.hr_label] = _get_async(clients[-1].get, URL)
-    if peers.tenacity is not None:
-        clients.append(httpx.AsyncClient(transport=mock))
-        decorated = peers.tn_decorator()(clients[-1].get)
-        arms[f"{peers.tn_label} (around client.get)"] = _get_async(decorated, URL)
-    return arms, clients
 
 
 # -- the loopback server -----------------------------------------------------------------
@@ -654,90 +521,6 @@ def loopback_async_arms(
     return arms, clients
 
 
-# -- the retry path ----------------------------------------------------------------------
-
-
-class Alternating:
-    """A MockTransport handler answering 503, 200, 503, 200, ..."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.calls += 1
-        return httpx.Response(503 if self.calls % 2 else 200, content=b"ok")
-
-
-def _no_sleep(seconds: float) -> None:
-    return None
-
-
-async def _no_sleep_async(seconds: float) -> None:
-    return None
-
-
-def _hr_no_sleep(peers: Peers) -> Any:
-    """httpx-retries with its sleeps made no-ops (it would ``time.sleep(0)``)."""
-    assert peers.httpx_retries is not None
-
-    class NoSleepRetry(peers.httpx_retries.Retry):  # type: ignore[misc,name-defined]
-        def sleep(self, response: object) -> None:
-            return None
-
-        async def asleep(self, response: object) -> None:
-            return None
-
-    return NoSleepRetry(total=2)
-
-
-def retry_sync_arms(peers: Peers) -> dict[str, SyncRun]:
-    bare = httpx.MockTransport(Alternating())
-    wrapped = rt.RetryTransport(httpx.MockTransport(Alternating()), sleep=_no_sleep)
-
-    def two_bare(n: int) -> int:
-        handle, request = bare.handle_request, _request()
-        start = perf_counter_ns()
-        for _ in range(n):
-            handle(request).close()  # the 503, closed as the retry transport closes it
-            handle(request)
-        return perf_counter_ns() - start
-
-    arms: dict[str, SyncRun] = {
-        "2 bare requests (503, 200)": two_bare,
-        "retry-transport (1 retry)": _direct_sync(wrapped.handle_request, _request()),
-    }
-    if peers.httpx_retries is not None:
-        hr = peers.httpx_retries.RetryTransport(
-            transport=httpx.MockTransport(Alternating()), retry=_hr_no_sleep(peers)
-        )
-        arms[f"{peers.hr_label} (1 retry)"] = _direct_sync(hr.handle_request, _request())
-    return arms
-
-
-def retry_async_arms(peers: Peers) -> dict[str, AsyncRun]:
-    bare = httpx.MockTransport(Alternating())
-    wrapped = rt.AsyncRetryTransport(httpx.MockTransport(Alternating()), sleep=_no_sleep_async)
-
-    async def two_bare(n: int) -> int:
-        handle, request = bare.handle_async_request, _request()
-        start = perf_counter_ns()
-        for _ in range(n):
-            await (await handle(request)).aclose()
-            await handle(request)
-        return perf_counter_ns() - start
-
-    arms: dict[str, AsyncRun] = {
-        "2 bare requests (503, 200)": two_bare,
-        "retry-transport (1 retry)": _direct_async(wrapped.handle_async_request, _request()),
-    }
-    if peers.httpx_retries is not None:
-        hr = peers.httpx_retries.RetryTransport(
-            transport=httpx.MockTransport(Alternating()), retry=_hr_no_sleep(peers)
-        )
-        arms[f"{peers.hr_label} (1 retry)"] = _direct_async(hr.handle_async_request, _request())
-    return arms
-
-
 # -- memory ------------------------------------------------------------------------------
 
 
@@ -775,73 +558,6 @@ def measure_memory(handle: Callable[[httpx.Request], httpx.Response], requests: 
     return Memory(requests, peak - before, after - before)
 
 
-# -- profile -----------------------------------------------------------------------------
-
-
-class _Canned(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """An inner transport returning one prepared response: only the layer is left to see."""
-
-    def __init__(self) -> None:
-        self.response = httpx.Response(200, content=b"ok")
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self.response
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return self.response
-
-
-def profile(settings: Settings) -> None:
-    """cProfile of the success path over an inner transport that does nothing.
-
-    cProfile adds a fixed cost to every call, so it overstates small functions: read it as
-    a map of where the calls are, and time changes side by side with the benchmark.
-    """
-    n = max(50_000, settings.requests * 10)
-    transport = rt.RetryTransport(_Canned())
-    handle, request = transport.handle_request, _request()
-    for _ in range(1000):
-        handle(request)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(n):
-        handle(request)
-    profiler.disable()
-    _print_profile(f"sync: {n} x RetryTransport(<canned response>).handle_request", profiler, n)
-
-    async_transport = rt.AsyncRetryTransport(_Canned())
-
-    async def run() -> None:
-        ahandle, arequest = async_transport.handle_async_request, _request()
-        for _ in range(1000):
-            await ahandle(arequest)
-        profiler.enable()
-        for _ in range(n):
-            await ahandle(arequest)
-        profiler.disable()
-
-    profiler = cProfile.Profile()
-    asyncio.run(run())
-    _print_profile(f"asyncio: {n} x AsyncRetryTransport(<canned response>)", profiler, n)
-
-
-def _print_profile(title: str, profiler: cProfile.Profile, n: int) -> None:
-    stats = pstats.Stats(profiler)
-    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]]
-    raw = stats.stats  # type: ignore[attr-defined]
-    total = sum(entry[2] for entry in raw.values())
-    rows = sorted(raw.items(), key=lambda item: item[1][2], reverse=True)
-    print(f"\n== cProfile, {title} ==")
-    print(f"  total profiled time {total * 1e6 / n:.2f} us per request (cProfile-inflated)")
-    print(f"  {'own us/req':>10} {'share':>6} {'calls/req':>9} {'cum us/req':>10}  function")
-    for (filename, line, name), (_, calls, own, cumulative, _) in rows[:16]:
-        where = f"{os.path.basename(filename)}:{line}" if line else filename
-        print(
-            f"  {own * 1e6 / n:>10.3f} {own / total:>6.1%} {calls / n:>9.2f} "
-            f"{cumulative * 1e6 / n:>10.3f}  {name} ({where})"
-        )
-
-
 # -- the run -----------------------------------------------------------------------------
 
 
@@ -857,64 +573,6 @@ class Report:
         sys.stdout.flush()
 
 
-def run_mock_sync(report: Report, settings: Settings, peers: Peers) -> None:
-    report.add(
-        "mock-direct-sync",
-        measure_sync(
-            "[1a] sync, MockTransport, transport.handle_request(request) called directly",
-            mock_direct_sync_arms(peers),
-            settings.requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
-    arms, clients = mock_client_sync_arms(peers)
-    try:
-        report.add(
-            "mock-client-sync",
-            measure_sync(
-                "[1b] sync, MockTransport, through httpx.Client.get(url)",
-                arms,
-                settings.client_requests,
-                BLOCK_CLIENT,
-                settings,
-            ),
-        )
-    finally:
-        for client in clients:
-            client.close()
-
-
-async def _mock_async(report: Report, settings: Settings, peers: Peers, loop: str) -> None:
-    report.add(
-        f"mock-direct-{loop}",
-        await measure_async(
-            f"[1{'c' if loop == 'asyncio' else 'e'}] {loop}, MockTransport, "
-            "await transport.handle_async_request(request) called directly",
-            mock_direct_async_arms(peers),
-            settings.requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
-    arms, clients = mock_client_async_arms(peers)
-    try:
-        report.add(
-            f"mock-client-{loop}",
-            await measure_async(
-                f"[1{'d' if loop == 'asyncio' else 'f'}] {loop}, MockTransport, "
-                "through httpx.AsyncClient.get(url)",
-                arms,
-                settings.client_requests,
-                BLOCK_CLIENT,
-                settings,
-            ),
-        )
-    finally:
-        for client in clients:
-            await client.aclose()
-
-
 async def _loopback_async(
     report: Report, settings: Settings, peers: Peers, url: str, loop: str
 ) -> None:
@@ -923,7 +581,7 @@ async def _loopback_async(
         report.add(
             f"loopback-{loop}",
             await measure_async(
-                f"[2{'b' if loop == 'asyncio' else 'c'}] {loop}, loopback server, "
+                f"[1{'b' if loop == 'asyncio' else 'c'}] {loop}, loopback server, "
                 "httpx.AsyncClient.get(url)",
                 arms,
                 settings.server_requests,
@@ -937,8 +595,12 @@ async def _loopback_async(
 
 
 def run_loopback(report: Report, settings: Settings, peers: Peers) -> None:
+    """Section 1: Client.get against the loopback server, sync, asyncio and trio."""
+    trio = _optional("trio") if settings.trio else None
+    if settings.trio and trio is None:
+        print("\n(trio not installed: section 1c skipped)")
     arm_count = 2 + (peers.httpx_retries is not None) + (peers.tenacity is not None)
-    loops = 2 + settings.trio
+    loops = 2 + (trio is not None)
     per_arm = settings.server_requests * settings.rounds + settings.warmup(settings.server_requests)
     bound = 2 * per_arm * arm_count * loops + 1000
     with LoopbackServer(bound, settings.server_lifetime) as server:
@@ -948,7 +610,7 @@ def run_loopback(report: Report, settings: Settings, peers: Peers) -> None:
             report.add(
                 "loopback-sync",
                 measure_sync(
-                    "[2a] sync, loopback server, httpx.Client.get(url)",
+                    "[1a] sync, loopback server, httpx.Client.get(url)",
                     arms,
                     settings.server_requests,
                     BLOCK_SERVER,
@@ -959,189 +621,14 @@ def run_loopback(report: Report, settings: Settings, peers: Peers) -> None:
             for client in clients:
                 client.close()
         asyncio.run(_loopback_async(report, settings, peers, server.url, "asyncio"))
-        if settings.trio:
-            trio = _optional("trio")
-            if trio is None:
-                print("\n(trio not installed: trio loopback section skipped)")
-            else:
-                trio.run(_loopback_async, report, settings, peers, server.url, "trio")
-
-
-def run_retry(report: Report, settings: Settings, peers: Peers) -> None:
-    report.add(
-        "retry-sync",
-        measure_sync(
-            "[3a] sync, retry path: MockTransport answering 503 then 200, no-op sleep",
-            retry_sync_arms(peers),
-            settings.retry_requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
-
-    async def run_async() -> None:
-        report.add(
-            "retry-asyncio",
-            await measure_async(
-                "[3b] asyncio, retry path: MockTransport answering 503 then 200, no-op sleep",
-                retry_async_arms(peers),
-                settings.retry_requests,
-                BLOCK_DIRECT,
-                settings,
-            ),
-        )
-
-    asyncio.run(run_async())
-
-
-def _cooling_transport(origins: int, module: ModuleType = rt) -> tuple[Any, float]:
-    """A transport whose table holds ``origins`` origins cooling down for an hour, each
-    started by a real 503 with Retry-After; returns it and the seconds building it took."""
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.host.startswith("cool-"):
-            return httpx.Response(503, headers={"Retry-After": "3600"})
-        return httpx.Response(200, content=b"ok")
-
-    transport = module.RetryTransport(
-        httpx.MockTransport(handler), max_attempts=1, max_retry_after=3600
-    )
-    start = time.perf_counter()
-    for i in range(origins):
-        transport.handle_request(httpx.Request("GET", f"https://cool-{i}.example.com/")).close()
-    seconds = time.perf_counter() - start
-    table = transport._controller.cooldowns  # a CooldownTable; a dict in older code
-    assert len(getattr(table, "until", table)) == origins
-    return transport, seconds / max(origins, 1)
-
-
-def run_cooldowns(report: Report, settings: Settings) -> None:
-    quiet, _ = _cooling_transport(0)  # the same handler and policy, nothing cooling
-    cooling, seconds = _cooling_transport(COOLING_ORIGINS)
-    print(
-        f"\n(section 5: {COOLING_ORIGINS} cooling origins built in "
-        f"{seconds * COOLING_ORIGINS * 1e3:.0f} ms, {seconds * 1e6:.1f} us per 503)"
-    )
-    report.add(
-        "cooldown-table",
-        measure_sync(
-            f"[5] sync, a request to another origin while {COOLING_ORIGINS} origins cool down",
-            {
-                "nothing cooling": _direct_sync(quiet.handle_request, _request()),
-                f"{COOLING_ORIGINS} cooling": _direct_sync(cooling.handle_request, _request()),
-            },
-            settings.requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
-
-
-def run_httpx2(report: Report, settings: Settings) -> None:
-    """Section 6: the httpx2 flavour's success path over httpx2's own MockTransport."""
-    httpx2 = _optional("httpx2")
-    if httpx2 is None:
-        print("\n(httpx2 not installed: section 6 skipped)")
-        return
-    import retry_transport.httpx2 as rt2
-
-    def ok(request: Any) -> Any:
-        return httpx2.Response(200, content=b"ok")
-
-    mock = httpx2.MockTransport(ok)
-    report.add(
-        "httpx2-direct-sync",
-        measure_sync(
-            "[6a] sync, httpx2.MockTransport, transport.handle_request(request) called directly",
-            {
-                "bare httpx2 MockTransport": _direct_sync(
-                    mock.handle_request, httpx2.Request("GET", URL)
-                ),
-                "retry-transport (httpx2)": _direct_sync(
-                    rt2.RetryTransport(mock).handle_request, httpx2.Request("GET", URL)
-                ),
-            },
-            settings.requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
-
-    async def run_async() -> None:
-        report.add(
-            "httpx2-direct-asyncio",
-            await measure_async(
-                "[6b] asyncio, httpx2.MockTransport, await transport.handle_async_request(request)",
-                {
-                    "bare httpx2 MockTransport": _direct_async(
-                        mock.handle_async_request, httpx2.Request("GET", URL)
-                    ),
-                    "retry-transport (httpx2)": _direct_async(
-                        rt2.AsyncRetryTransport(mock).handle_async_request,
-                        httpx2.Request("GET", URL),
-                    ),
-                },
-                settings.requests,
-                BLOCK_DIRECT,
-                settings,
-            ),
-        )
-
-    asyncio.run(run_async())
-
-
-def run_breaker(report: Report, settings: Settings) -> None:
-    """Section 7: what a closed circuit breaker adds to the success path."""
-    mock = httpx.MockTransport(_ok)
-    report.add(
-        "breaker-closed",
-        measure_sync(
-            "[7] sync, MockTransport, a closed CircuitBreaker on the success path",
-            {
-                "no breaker": _direct_sync(rt.RetryTransport(mock).handle_request, _request()),
-                "closed breaker": _direct_sync(
-                    rt.RetryTransport(mock, breaker=rt.CircuitBreaker()).handle_request,
-                    _request(),
-                ),
-            },
-            settings.requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
-
-
-def run_store(report: Report, settings: Settings) -> None:
-    """Section 8: what sharing through a store adds to the success path (nothing travels on
-    it: the transport checks its own table, and a breaker its own state)."""
-    mock = httpx.MockTransport(_ok)
-    store = rt.MemoryStore()
-    report.add(
-        "store",
-        measure_sync(
-            "[8] sync, MockTransport, a transport and a breaker sharing through a store",
-            {
-                "no store": _direct_sync(
-                    rt.RetryTransport(mock, breaker=rt.CircuitBreaker()).handle_request,
-                    _request(),
-                ),
-                "MemoryStore": _direct_sync(
-                    rt.RetryTransport(
-                        mock, store=store, breaker=rt.CircuitBreaker(store=store)
-                    ).handle_request,
-                    _request(),
-                ),
-            },
-            settings.requests,
-            BLOCK_DIRECT,
-            settings,
-        ),
-    )
+        if trio is not None:
+            trio.run(_loopback_async, report, settings, peers, server.url, "trio")
 
 
 def run_memory(report: Report, settings: Settings) -> None:
+    """Section 2: what many successful requests through one transport grow and retain."""
     n = settings.memory_requests
-    print(f"\n[4] memory: {n} successful requests, handle_request called directly")
+    print(f"\n[2] memory: {n} successful requests, handle_request called directly")
     transport = rt.RetryTransport(httpx.MockTransport(_ok))
     report.memory = measure_memory(transport.handle_request, n)
     # The bare transport's figure is the footprint of one request in flight: a reference.
@@ -1168,57 +655,12 @@ def _check(label: str, ok: bool, detail: str) -> str:
     return f"  [{'PASS' if ok else 'FAIL'}] {label}: {detail}"
 
 
-def _iqr_us(result: Result, arm: str) -> str:
-    lo, hi = _quartiles(result.per_round(arm)[0])
-    return f"IQR {lo / 1000:+.2f}..{hi / 1000:+.2f}"
-
-
-def print_targets(report: Report, peers: Peers) -> None:
+def print_targets(report: Report) -> None:
     """The verdicts: each compares arms measured side by side in this run."""
     print("\n== targets ==")
     lines: list[str] = []
-    info: list[str] = []
-    results = report.results
-    hr = peers.hr_label if peers.httpx_retries is not None else None
-    for loop, limit in (
-        ("sync", TARGET_SYNC_US),
-        ("asyncio", TARGET_ASYNC_US),
-        ("trio", TARGET_ASYNC_US),
-    ):
-        direct = results.get(f"mock-direct-{loop}")
-        if direct is not None:
-            overhead = direct.overhead_us("retry-transport")
-            lines.append(
-                _check(
-                    f"{loop}: success-path overhead over MockTransport <= {limit} us",
-                    overhead <= limit,
-                    f"{overhead:+.2f} us ({_iqr_us(direct, 'retry-transport')}), "
-                    f"ratio {direct.ratio('retry-transport'):.3f}",
-                )
-            )
-            if hr is not None and hr in direct.per_request_ns:
-                peer = direct.overhead_us(hr)
-                lines.append(
-                    _check(
-                        f"{loop}: success-path overhead below httpx-retries'",
-                        overhead < peer,
-                        f"{overhead:+.2f} us vs {peer:+.2f} us ({_iqr_us(direct, hr)})",
-                    )
-                )
-        client = results.get(f"mock-client-{loop}")
-        if client is not None:
-            # A client request costs ~50x the layer: the pairing leaves a noise of several
-            # microseconds, so these are shown, not judged.
-            overhead = client.overhead_us("retry-transport")
-            peer_text = ""
-            if hr is not None and hr in client.per_request_ns:
-                peer_text = f"; httpx-retries {client.overhead_us(hr):+.2f} us"
-            info.append(
-                f"  [info] {loop}: overhead through Client.get: {overhead:+.2f} us "
-                f"({_iqr_us(client, 'retry-transport')}){peer_text}"
-            )
-    for loop in ("sync", "asyncio", "trio"):
-        result = results.get(f"loopback-{loop}")
+    for section, loop in (("1a", "sync"), ("1b", "asyncio"), ("1c", "trio")):
+        result = report.results.get(f"loopback-{loop}")
         if result is None:
             continue
         ratio = result.ratio("retry-transport")
@@ -1226,283 +668,22 @@ def print_targets(report: Report, peers: Peers) -> None:
         noise = "; IQR spans 1.000: no difference resolved" if lo <= 1.0 <= hi else ""
         lines.append(
             _check(
-                f"{loop}: loopback ratio <= {TARGET_LOOPBACK_RATIO}",
+                f"{loop}: loopback ratio <= {TARGET_LOOPBACK_RATIO} ({section})",
                 ratio <= TARGET_LOOPBACK_RATIO,
                 f"{ratio:.3f} (IQR {lo:.3f}..{hi:.3f}{noise}; "
                 f"{result.overhead_us('retry-transport'):+.2f} us)",
             )
         )
-    for loop in ("sync", "asyncio"):
-        result = results.get(f"retry-{loop}")
-        if result is None:
-            continue
-        arm = "retry-transport (1 retry)"
-        cost = result.overhead_us(arm)
-        lines.append(
-            _check(
-                f"{loop}: cost of one retry decision < {TARGET_RETRY_US} us (wait excluded)",
-                cost < TARGET_RETRY_US,
-                f"{cost:+.2f} us over two bare requests ({_iqr_us(result, arm)})",
-            )
-        )
-        peer_arm = f"{hr} (1 retry)" if hr is not None else None
-        if peer_arm is not None and peer_arm in result.per_request_ns:
-            info.append(
-                f"  [info] {loop}: retry decision, httpx-retries: "
-                f"{result.overhead_us(peer_arm):+.2f} us"
-            )
     if report.memory is not None:
         growth = report.memory.peak_growth
         lines.append(
             _check(
-                f"memory: {report.memory.requests} requests grow the traced peak by < 1 MiB",
+                f"memory: {report.memory.requests} requests grow the traced peak by < 1 MiB (2)",
                 growth < TARGET_MEMORY_BYTES,
                 f"{growth / 1024:.1f} KiB (retained {report.memory.retained / 1024:.1f} KiB)",
             )
         )
-    for loop, limit in (("sync", TARGET_SYNC_US), ("asyncio", TARGET_ASYNC_US)):
-        direct = results.get(f"httpx2-direct-{loop}")
-        if direct is not None:
-            arm = "retry-transport (httpx2)"
-            overhead = direct.overhead_us(arm)
-            lines.append(
-                _check(
-                    f"httpx2 {loop}: success-path overhead over MockTransport <= {limit} us",
-                    overhead <= limit,
-                    f"{overhead:+.2f} us ({_iqr_us(direct, arm)}), ratio {direct.ratio(arm):.3f}",
-                )
-            )
-    closed = results.get("breaker-closed")
-    if closed is not None:
-        overhead = closed.overhead_us("closed breaker")
-        lines.append(
-            _check(
-                f"breaker: a closed CircuitBreaker adds <= {TARGET_BREAKER_US} us to a success",
-                overhead <= TARGET_BREAKER_US,
-                f"{overhead:+.2f} us ({_iqr_us(closed, 'closed breaker')})",
-            )
-        )
-    cooling = results.get("cooldown-table")
-    if cooling is not None:
-        arm = f"{COOLING_ORIGINS} cooling"
-        overhead = cooling.overhead_us(arm)
-        lines.append(
-            _check(
-                f"cooldowns: {COOLING_ORIGINS} cooling origins add <= {TARGET_COOLDOWN_US} us "
-                "to a request elsewhere",
-                overhead <= TARGET_COOLDOWN_US,
-                f"{overhead:+.2f} us ({_iqr_us(cooling, arm)})",
-            )
-        )
-    print("\n".join(lines + info))
-
-
-
-# -- old code against new (--against REF) ------------------------------------------------
-
-#: The goals of ``--against``: each is a ratio measured side by side in one run.
-GOAL_DEFAULTS = 0.8  # sync success, defaults: overhead over httpx-retries'
-GOAL_BREAKER = 1.0  # ... with CircuitBreaker() and a MemoryStore
-GOAL_RETRY = 1.2  # one retry decided, over httpx-retries' cost of the same retry
-GOAL_ASYNC = 1.25  # asyncio and trio overhead over the sync overhead
-GOAL_HTTPX2 = 1.1  # httpx2 flavour's overhead over the httpx flavour's
-GOAL_COOLING_US = 0.3  # what 10,000 cooling origins add to a request to another origin
-GOAL_SEEN = 1.10  # a success after 100,000 distinct origins over one after 100
-SEEN_ORIGINS = 100_000
-
-
-@dataclass
-class Goal:
-    label: str
-    figure: str
-    ok: bool | None  # None: not measured (a peer or a flavour missing)
-
-
-def _load_ref(ref: str) -> ModuleType:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from against import load  # the ref's package, importable beside the working tree's
-
-    return load(ref)
-
-
-def _arms_by_module(modules: dict[str, ModuleType], build: Callable[[ModuleType], SyncRun]
-                    ) -> dict[str, SyncRun]:
-    return {label: build(module) for label, module in modules.items()}
-
-
-def _seen(module: ModuleType, origins: int, **options: Any) -> Any:
-    """A transport that has served one success to each of ``origins`` distinct origins."""
-    transport = module.RetryTransport(httpx.MockTransport(_ok), **options)
-    for i in range(origins):
-        transport.handle_request(httpx.Request("GET", f"https://o{i}.example.com/"))
-    return transport
-
-
-def _median_diff(result: Result, arm: str, base: str) -> float:
-    """Median over the rounds of ``arm`` minus ``base``, in us."""
-    values, bases = result.per_request_ns[arm], result.per_request_ns[base]
-    return statistics.median(v - b for v, b in zip(values, bases, strict=True)) / 1000.0
-
-
-def _median_ratio(result: Result, arm: str, base: str, baseline: str | None = None) -> float:
-    """Median over the rounds of (arm - baseline) / (base - baseline); without a baseline,
-    of arm / base."""
-    values, bases = result.per_request_ns[arm], result.per_request_ns[base]
-    if baseline is None:
-        return statistics.median(v / b for v, b in zip(values, bases, strict=True))
-    zero = result.per_request_ns[baseline]
-    return statistics.median(
-        (v - z) / (b - z) for v, b, z in zip(values, bases, zero, strict=True) if b > z
-    )
-
-
-def run_against(ref: str, settings: Settings, peers: Peers) -> list[Goal]:
-    """Every goal's arms for the code of ``ref`` and the working tree, in one process."""
-    old = _load_ref(ref)
-    modules = {ref: old, "working tree": rt}
-    new, label = "working tree", ref
-    hr = peers.httpx_retries
-    goals: list[Goal] = []
-    n, block = settings.requests, BLOCK_DIRECT
-
-    def success(options: Callable[[ModuleType], dict[str, Any]]) -> dict[str, SyncRun]:
-        mock = httpx.MockTransport(_ok)
-        arms: dict[str, SyncRun] = {"bare MockTransport": _direct_sync(mock.handle_request,
-                                                                       _request())}
-        if hr is not None:
-            arms[peers.hr_label] = _direct_sync(peers.hr_transport(mock).handle_request,
-                                                _request())
-        arms.update(_arms_by_module(modules, lambda m: _direct_sync(
-            m.RetryTransport(mock, **options(m)).handle_request, _request())))
-        return arms
-
-    def versus_hr(result: Result, goal: float, what: str) -> None:
-        if hr is None:
-            goals.append(Goal(what, "httpx-retries not installed", None))
-            return
-        mine = _median_ratio(result, new, peers.hr_label, result.baseline)
-        theirs = _median_ratio(result, label, peers.hr_label, result.baseline)
-        goals.append(Goal(what, f"{mine:.2f}x httpx-retries' (goal <= {goal}x; {ref}: "
-                                f"{theirs:.2f}x)", mine <= goal))
-
-    defaults = measure_sync("[A1] sync success, defaults", success(lambda m: {}), n, block,
-                            settings)
-    print_result(defaults)
-    versus_hr(defaults, GOAL_DEFAULTS, "sync success, defaults")
-
-    def breaker(m: ModuleType) -> dict[str, Any]:
-        store = m.MemoryStore()
-        return {"store": store, "breaker": m.CircuitBreaker(store=store)}
-
-    guarded = measure_sync("[A2] sync success, CircuitBreaker() and a MemoryStore",
-                           success(breaker), n, block, settings)
-    print_result(guarded)
-    versus_hr(guarded, GOAL_BREAKER, "sync success, CircuitBreaker() + MemoryStore()")
-
-    retry_arms = retry_sync_arms(peers)
-    base_retry = next(iter(retry_arms))
-    retry_arms = {base_retry: retry_arms[base_retry]}
-    if hr is not None:
-        retry_arms[peers.hr_label] = _direct_sync(peers.httpx_retries.RetryTransport(
-            transport=httpx.MockTransport(Alternating()), retry=_hr_no_sleep(peers)
-        ).handle_request, _request())
-    retry_arms.update(_arms_by_module(modules, lambda m: _direct_sync(m.RetryTransport(
-        httpx.MockTransport(Alternating()), sleep=_no_sleep, budget=None, cooldown=False
-    ).handle_request, _request())))
-    retried = measure_sync("[A3] one retry decided (503 then 200, waits not slept, no budget,"
-                           " no cooldowns)", retry_arms, settings.retry_requests, block,
-                           settings)
-    print_result(retried)
-    versus_hr(retried, GOAL_RETRY, "one retry decided")
-
-    sync_overhead = {arm: _median_diff(defaults, arm, defaults.baseline) for arm in modules}
-
-    async def async_section(loop: str) -> Result:
-        mock = httpx.MockTransport(_ok)
-        arms: dict[str, AsyncRun] = {
-            "bare MockTransport": _direct_async(mock.handle_async_request, _request())}
-        for arm, module in modules.items():
-            arms[arm] = _direct_async(module.AsyncRetryTransport(mock).handle_async_request,
-                                      _request())
-        return await measure_async(f"[A4] {loop} success, defaults", arms, n, block, settings)
-
-    loops: list[tuple[str, Callable[[], Result]]] = [
-        ("asyncio", lambda: asyncio.run(async_section("asyncio")))]
-    trio = _optional("trio") if settings.trio else None
-    if trio is not None:
-        loops.append(("trio", lambda: trio.run(async_section, "trio")))
-    for loop, run in loops:
-        result = run()
-        print_result(result)
-        mine = _median_diff(result, new, result.baseline) / sync_overhead[new]
-        theirs = _median_diff(result, label, result.baseline) / sync_overhead[label]
-        goals.append(Goal(f"{loop} success", f"{mine:.2f}x the sync overhead (goal <= "
-                          f"{GOAL_ASYNC}x; {ref}: {theirs:.2f}x)", mine <= GOAL_ASYNC))
-
-    httpx2 = _optional("httpx2")
-    if httpx2 is None:
-        goals.append(Goal("httpx2 flavour", "httpx2 not installed", None))
-    else:
-        def ok2(request: Any) -> Any:
-            return httpx2.Response(200, content=b"ok")
-
-        mock2 = httpx2.MockTransport(ok2)
-        arms2: dict[str, SyncRun] = {
-            "bare httpx2 MockTransport": _direct_sync(mock2.handle_request,
-                                                      httpx2.Request("GET", URL))}
-        for arm, module in modules.items():
-            flavour = importlib.import_module(f"{module.__name__}.httpx2")
-            arms2[arm] = _direct_sync(flavour.RetryTransport(mock2).handle_request,
-                                      httpx2.Request("GET", URL))
-        result = measure_sync("[A5] httpx2 flavour, sync success, defaults", arms2, n, block,
-                              settings)
-        print_result(result)
-        mine = _median_diff(result, new, result.baseline) / sync_overhead[new]
-        theirs = _median_diff(result, label, result.baseline) / sync_overhead[label]
-        goals.append(Goal("httpx2 flavour", f"{mine:.2f}x the httpx flavour's overhead (goal "
-                          f"<= {GOAL_HTTPX2}x; {ref}: {theirs:.2f}x)", mine <= GOAL_HTTPX2))
-
-    cooling_arms: dict[str, SyncRun] = {}
-    for arm, module in modules.items():
-        quiet, _ = _cooling_transport(0, module)  # the same handler and policy, nothing cooling
-        cooling, _ = _cooling_transport(COOLING_ORIGINS, module)
-        cooling_arms[f"{arm}, nothing cooling"] = _direct_sync(quiet.handle_request, _request())
-        cooling_arms[f"{arm}, {COOLING_ORIGINS:,} cooling"] = _direct_sync(
-            cooling.handle_request, _request())
-    result = measure_sync(f"[A6] sync success to another origin while {COOLING_ORIGINS:,} "
-                          "origins cool down", cooling_arms, n, block, settings)
-    print_result(result)
-    added = {arm: _median_diff(result, f"{arm}, {COOLING_ORIGINS:,} cooling",
-                               f"{arm}, nothing cooling") for arm in modules}
-    goals.append(Goal(f"{COOLING_ORIGINS:,} cooling origins",
-                      f"{added[new]:+.2f} us (goal <= +{GOAL_COOLING_US} us; {ref}: "
-                      f"{added[label]:+.2f} us)", added[new] <= GOAL_COOLING_US))
-
-    for title, options in (("defaults", lambda m: {}),
-                           ("CircuitBreaker()", lambda m: {"breaker": m.CircuitBreaker()})):
-        seen_arms: dict[str, SyncRun] = {}
-        for arm, module in modules.items():
-            for count in (100, SEEN_ORIGINS):
-                transport = _seen(module, count, **options(module))
-                request = httpx.Request("GET", "https://o0.example.com/")
-                seen_arms[f"{arm}, {count:,} seen"] = _direct_sync(transport.handle_request,
-                                                                   request)
-        result = measure_sync(f"[A7] sync success after serving {SEEN_ORIGINS:,} distinct "
-                              f"origins, against 100; {title}", seen_arms, n, block, settings)
-        print_result(result)
-        ratio = {arm: _median_ratio(result, f"{arm}, {SEEN_ORIGINS:,} seen", f"{arm}, 100 seen")
-                 for arm in modules}
-        goals.append(Goal(f"{SEEN_ORIGINS:,} origins seen, {title}",
-                          f"{ratio[new]:.3f}x the cost after 100 (goal <= {GOAL_SEEN}x; "
-                          f"{ref}: {ratio[label]:.3f}x)", ratio[new] <= GOAL_SEEN))
-    return goals
-
-
-def print_goals(goals: list[Goal]) -> None:
-    print("\n== goals (ratios measured side by side in this run) ==")
-    for goal in goals:
-        verdict = "n/a " if goal.ok is None else "PASS" if goal.ok else "FAIL"
-        print(f"  [{verdict}] {goal.label}: {goal.figure}")
+    print("\n".join(lines))
 
 
 def _load() -> str:
@@ -1517,9 +698,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve:
         serve(args.serve_max_requests or 1_000_000, settings.server_lifetime)
         return 0
-    if args.profile:
-        profile(settings)
-        return 0
     started = time.monotonic()
     peers = Peers.load(settings.peers)
     print(
@@ -1530,33 +708,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "Times are medians over rounds; 'overhead' and 'ratio' are medians of the per-round "
         "differences and ratios against the round's baseline arm; IQR = their interquartile "
-        "range. GC is disabled inside each timed loop."
+        "range. GC is disabled inside each timed loop. The success and retry paths' own cost "
+        "is counted in instructions by benchmarks/instructions.py."
     )
     for note in peers.notes:
         print(f"note: {note}")
-    if args.against:
-        print_goals(run_against(args.against, settings, peers))
-        print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")
-        return 0
     report = Report()
-    run_mock_sync(report, settings, peers)
-    asyncio.run(_mock_async(report, settings, peers, "asyncio"))
-    if settings.trio:
-        trio = _optional("trio")
-        if trio is None:
-            print("\n(trio not installed: trio sections skipped)")
-            settings = Settings(**{**settings.__dict__, "trio": False})
-        else:
-            trio.run(_mock_async, report, settings, peers, "trio")
     if settings.server:
         run_loopback(report, settings, peers)
-    run_retry(report, settings, peers)
-    run_cooldowns(report, settings)
-    run_httpx2(report, settings)
-    run_breaker(report, settings)
-    run_store(report, settings)
+    else:
+        print("\n(--no-server: section 1 skipped)")
     run_memory(report, settings)
-    print_targets(report, peers)
+    print_targets(report)
     print(f"\n(total {time.monotonic() - started:.0f} s; load average now {_load()})")
     return 0
 
