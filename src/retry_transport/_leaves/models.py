@@ -117,9 +117,11 @@ class RetryInfo:
 
     Attributes:
         attempts: attempts made, the first one included.
-        retries: attempts after the first (``attempts - 1``), and a retry a guard refused
-            after its wait (the breaker opened meanwhile): decided and waited for, it counts,
-            as in the transport's stats, though it was not sent.
+        retries: attempts after the first (``attempts - 1``) that were not resumptions of
+            the body (``resumes``, with :class:`~retry_transport.Resume`: without hedges,
+            ``attempts == 1 + retries + resumes``), and a retry a guard refused after its
+            wait (the breaker opened meanwhile): decided and waited for, it counts, as in
+            the transport's stats, though it was not sent.
         history: one :class:`Attempt` per attempt, in the order they started.
         total_wait: seconds slept in all: between attempts, and before the first one when
             its origin was cooling down (that wait is in no ``Attempt``).
