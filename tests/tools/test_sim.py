@@ -1285,6 +1285,8 @@ def test_overload_is_reproducible() -> None:
     ("_outage", lambda: run_outage(duration=10.0, outage=(0.0, 5.0))),
     ("_tail", lambda: run_tail(Hedging("p95"), requests=300, warmup=60)),
     ("_downloads", lambda: run_downloads(Resume(), downloads=10)),
+    ("_ratelimit", lambda: run_rate_limited(duration=5.0)),
+    ("_fleet", lambda: run_fleet(duration=20.0, shared=True)),
 ])
 def test_the_jumping_loop_gives_the_runs_of_trios_mock_clock(
     monkeypatch: pytest.MonkeyPatch, module: str, run: Callable[[], object],

@@ -13,13 +13,13 @@ here run the same scenarios from tests and notebooks::
 
 Nothing here sleeps for real, and every scenario goes through the real
 :class:`~retry_transport.AsyncRetryTransport` with its default ``sleep`` (``anyio.sleep``) and
-``clock`` (``anyio.current_time``). The storm, the outage, the tail, the overload and the
-downloads run on an asyncio event loop whose clock jumps to the next timer whenever no task
-is ready (``_virtual.run_jumping``: a sleep costs about a third of one under trio's
-``MockClock``), and hand each GET to the transport as an ``httpx.AsyncClient`` would (the
-client adds CPU time, no wait and no decision). The rate-limit, fleet and deadline scenarios
-run on trio under ``trio.testing.MockClock(autojump_threshold=0)`` (trio must be installed)
-through ``httpx.AsyncClient`` instances.
+``clock`` (``anyio.current_time``). Every scenario but the deadline chain runs on an asyncio
+event loop whose clock jumps to the next timer whenever no task is ready
+(``_virtual.run_jumping``: a sleep costs about a third of one under trio's ``MockClock``),
+and hands each GET to the transport as an ``httpx.AsyncClient`` would (the client adds CPU
+time, no wait and no decision). The deadline chain, whose services call each other through
+channels, runs on trio under ``trio.testing.MockClock(autojump_threshold=0)`` (trio must be
+installed) through ``httpx.AsyncClient`` instances.
 
 The storm model (:func:`run_storm`), made precise:
 

@@ -266,7 +266,8 @@ def _rate_limit_intro(result: RateLimitResult) -> str:
     budget = "RetryBudget()" if result.budgeted else "no budget"
     text = (
         f"Rate-limited API: {result.callers} callers send GETs back to back for "
-        f"{result.duration:g} s through one AsyncClient and one AsyncRetryTransport. The "
+        f"{result.duration:g} s through one AsyncRetryTransport (each GET handed to it as an "
+        "AsyncClient would hand it). The "
         f"service allows {result.quota} requests per fixed {result.window:g} s window: 200 "
         "under the quota, 429 (no Retry-After) over it, both with X-RateLimit-Remaining and "
         f"X-RateLimit-Reset (seconds to the window's end). Each call takes "
@@ -306,7 +307,7 @@ def _fleet_intro(result: FleetResult) -> str:
     budget = "a RetryBudget() each" if result.budgeted else "no budget"
     text = (
         f"A fleet sharing cooldowns: {result.workers} workers send GETs back to back for "
-        f"{result.duration:g} s, each through its own AsyncClient and AsyncRetryTransport (its "
+        f"{result.duration:g} s, each through its own AsyncRetryTransport (its "
         "own cooldowns and budget, as separate processes have), with one MemoryStore shared "
         f"by their transports, and with none. The API allows {result.quota} requests per "
         f"fixed {result.window:g} s window to the fleet: 429 over it with Retry-After (the "

@@ -4,8 +4,8 @@ The model (:func:`run_fleet`), the rate-limited API's (:func:`run_rate_limited`)
 said otherwise:
 
 * ``workers`` (8) workers each send GETs back to back for ``duration`` seconds (300), as
-  the callers of the rate-limited API do, but each through its OWN ``httpx.AsyncClient``
-  over its own :class:`~retry_transport.AsyncRetryTransport`: its own cooldown table, its
+  the callers of the rate-limited API do, but each through its OWN
+  :class:`~retry_transport.AsyncRetryTransport`: its own cooldown table, its
   own retry budget (the default ``RetryBudget()``) and its own jitter generator, as workers
   in separate processes would have. With ``shared=True`` the transports are given one
   :class:`~retry_transport.MemoryStore` (its wallclock, and theirs, the virtual clock);
@@ -68,14 +68,13 @@ from __future__ import annotations
 
 import random
 
-import trio
-
 from retry_transport import AsyncRetryTransport, MemoryStore, RetryBudget, RetryPolicy
 
+from . import _virtual as virtual
 from ._ratelimit import Callers, RateLimitedService, check_scenario, check_times
 from ._results import FleetResult
 from ._storm import BudgetFactory
-from ._virtual import run_virtual
+from ._virtual import run_jumping
 
 __all__ = ["run_fleet"]
 
@@ -128,7 +127,7 @@ def run_fleet(
             quota_headers=False,
             retry_after=True,
         )
-        store = MemoryStore(wallclock=trio.current_time) if shared else None
+        store = MemoryStore(wallclock=virtual.now) if shared else None
         transports = [
             AsyncRetryTransport(
                 service,
@@ -137,8 +136,8 @@ def run_fleet(
                 store=store,
                 hooks=run.hook,
                 rng=random.Random(f"fleet:{seed}:jitter:{k}"),
-                clock=trio.current_time,
-                wallclock=trio.current_time,
+                clock=virtual.now,
+                wallclock=virtual.now,
             )
             for k in range(1, workers + 1)
         ]
@@ -149,4 +148,4 @@ def run_fleet(
             shared=shared, reject_time=reject_time,
         )
 
-    return run_virtual(main)
+    return run_jumping(main)

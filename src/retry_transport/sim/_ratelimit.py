@@ -4,8 +4,8 @@ The model (:func:`run_rate_limited`):
 
 * ``callers`` (3) tasks each send GETs back to back for ``duration`` seconds (30): a caller
   sends its next request as soon as its last one has ended, in success or failure. All of
-  them go through ONE ``httpx.AsyncClient`` over one real
-  :class:`~retry_transport.AsyncRetryTransport`, so they share its cooldowns and its retry
+  them go through ONE real :class:`~retry_transport.AsyncRetryTransport` (each GET handed to
+  it as an ``httpx.AsyncClient`` would hand it), so they share its cooldowns and its retry
   budget. Caller ``k`` starts after an offset uniform in ``[0, 100 ms)`` and starts
   requests only before ``duration``; each request then runs to its end, retries included.
 * The service allows ``quota`` (10) requests per fixed window of ``window`` seconds (1 s):
@@ -66,7 +66,6 @@ from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
 import httpx
-import trio
 
 from retry_transport import (
     AsyncRetryTransport,
@@ -77,13 +76,16 @@ from retry_transport import (
     retry_info,
 )
 
+from . import _virtual as virtual
 from ._results import Distribution, RateLimitResult
 from ._storm import BudgetFactory
-from ._virtual import EPSILON, run_virtual
+from ._virtual import EPSILON, run_jumping
 
 __all__ = ["run_rate_limited"]
 
 _URL: Final = httpx.URL("http://api.sim/items")
+#: Every answer's empty body, as a stream (a response given none reads it at once).
+_EMPTY: Final = httpx.ByteStream(b"")
 #: Callers start after an offset uniform in [0, this) seconds.
 _START_SPREAD: Final = 0.1
 
@@ -122,15 +124,15 @@ class RateLimitedService(httpx.AsyncBaseTransport):
         self.attempts = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        arrived = trio.current_time() - self.t0
+        arrived = virtual.now() - self.t0
         index = math.floor((arrived + EPSILON) / self.window)
         n = self.counts.get(index, 0) + 1
         self.counts[index] = n
         self.attempts += 1
         over = n > self.quota
         rng: random.Random = request.extensions["sim_rng"]
-        await trio.sleep(rng.uniform(*(self.reject_time if over else self.call_time)))
-        now = trio.current_time() - self.t0
+        await virtual.sleep(rng.uniform(*(self.reject_time if over else self.call_time)))
+        now = virtual.now() - self.t0
         reset = max(0.0, (index + 1) * self.window - now)
         headers: dict[str, str] = {}
         if self.quota_headers:
@@ -142,7 +144,8 @@ class RateLimitedService(httpx.AsyncBaseTransport):
             headers["Retry-After"] = str(math.ceil(reset - EPSILON))  # rounded up, too
         tally = self.rejected if over else self.ok
         tally[index] = tally.get(index, 0) + 1
-        return httpx.Response(429 if over else 200, headers=headers, request=request)
+        return httpx.Response(429 if over else 200, headers=headers, stream=_EMPTY,
+                              request=request)
 
 
 def check_scenario(
@@ -174,7 +177,7 @@ class Callers:
     Made inside the run (in virtual time): the run starts when it is made."""
 
     def __init__(self, duration: float) -> None:
-        self.t0 = trio.current_time()
+        self.t0 = virtual.now()
         self.duration = duration
         self.latencies: list[float] = []
         self.failures: dict[str, int] = {}
@@ -186,27 +189,28 @@ class Callers:
         if event.kind == "cooldown":
             self.held.append(event.wait)
 
-    async def _request(self, client: httpx.AsyncClient, rng: random.Random) -> None:
-        began = trio.current_time()
+    async def _request(self, transport: AsyncRetryTransport, rng: random.Random) -> None:
+        began = virtual.now()
         self.started += 1
-        try:
-            response = await client.get(_URL, extensions={"sim_rng": rng})
+        try:  # the GET as an httpx.AsyncClient hands it to its transport
+            response = await transport.handle_async_request(virtual.get(_URL, sim_rng=rng))
+            await response.aclose()  # an empty body: nothing to read
         except CooldownError as exc:  # a reset longer than max_retry_after
             info = retry_info(exc)
             reason = info.stop_reason.value if info is not None else type(exc).__name__
             self.failures[reason] = self.failures.get(reason, 0) + 1
             return
         if response.status_code == 200:
-            self.latencies.append(trio.current_time() - began)
+            self.latencies.append(virtual.now() - began)
             return
         info = retry_info(response)
         reason = info.stop_reason.value if info is not None else str(response.status_code)
         self.failures[reason] = self.failures.get(reason, 0) + 1
 
-    async def _caller(self, client: httpx.AsyncClient, rng: random.Random) -> None:
-        await trio.sleep(rng.uniform(0.0, _START_SPREAD))
-        while trio.current_time() - self.t0 < self.duration - EPSILON:
-            await self._request(client, rng)
+    async def _caller(self, transport: AsyncRetryTransport, rng: random.Random) -> None:
+        await virtual.sleep(rng.uniform(0.0, _START_SPREAD))
+        while virtual.now() - self.t0 < self.duration - EPSILON:
+            await self._request(transport, rng)
 
     async def run(
         self, transports: Sequence[AsyncRetryTransport], callers_each: int, tag: str
@@ -215,14 +219,13 @@ class Callers:
         callers' last requests end; caller ``k`` (1-based, across transports in order)
         draws from ``random.Random(f"{tag}:{k}")``."""
         async with contextlib.AsyncExitStack() as stack:
-            clients = [
-                await stack.enter_async_context(httpx.AsyncClient(transport=t, trust_env=False))
-                for t in transports
-            ]
-            async with trio.open_nursery() as nursery:
-                for k in range(len(clients) * callers_each):
-                    client = clients[k // callers_each]
-                    nursery.start_soon(self._caller, client, random.Random(f"{tag}:{k + 1}"))
+            for transport in transports:
+                await stack.enter_async_context(transport)
+            async with virtual.task_group() as nursery:
+                for k in range(len(transports) * callers_each):
+                    transport = transports[k // callers_each]
+                    nursery.start_soon(self._caller, transport,
+                                       random.Random(f"{tag}:{k + 1}"))
 
     def result(self, cls: type[R], service: RateLimitedService, **scenario: Any) -> R:
         """The run's record: the service's quota and windows, ``scenario`` (the other fields
@@ -294,4 +297,4 @@ def run_rate_limited(
             RateLimitResult, service, policy=policy, budgeted=budgeted, seed=seed, callers=callers
         )
 
-    return run_virtual(main)
+    return run_jumping(main)
