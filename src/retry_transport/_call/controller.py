@@ -190,9 +190,7 @@ class Controller:
 
     def note_resume_end(self, request: Request, info: RetryInfo, detail: str) -> None:
         """A broken body is not resumed (further): counted as given up, and told."""
-        reason = info.stop_reason
-        with self._lock:
-            self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
+        self._count_gave_up(info.stop_reason)
         self.observer.resume_ended(request, info, detail)
 
     def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool,
@@ -201,10 +199,13 @@ class Controller:
         reason = info.stop_reason
         gave_up = reason is not SUCCESS and (info.retries > 0 or failed_retryable)
         if gave_up:
-            with self._lock:
-                self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
+            self._count_gave_up(reason)
         if gave_up or info.retries > 0:
             self.observer.finish(request, info, gave_up, detail)
+
+    def _count_gave_up(self, reason: StopReason) -> None:
+        with self._lock:
+            self._gave_up[reason] = self._gave_up.get(reason, 0) + 1
 
     def stats(self) -> RetryStats:
         with self._lock:

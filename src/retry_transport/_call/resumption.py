@@ -215,9 +215,12 @@ class Resumption:
         raises the break (noted) when resumption ends. The answer not taken is the
         driver's to close."""
         call = self.call
-        why = (None if is_event_stream(response) else "the server answered "
-               f"{response.status_code}, not an event stream") if self.ranges is None \
-            else self.ranges.accepts(response)
+        if self.ranges is not None:
+            why = self.ranges.accepts(response)
+        elif is_event_stream(response):
+            why = None
+        else:
+            why = f"the server answered {response.status_code}, not an event stream"
         # The guards that judge health learn from the answer now; those that account for
         # the request (the budget) are settled when the body ends if it is taken (cleanly:
         # the resumption's cost goes back), and without a verdict if it is not.
