@@ -24,9 +24,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that uses the ``flavour`` fixture runs once per installed flavour.
 
     Such a test's module must take ``httpx`` and ``rt`` from ``tests.flavour``: the real
-    modules would make the httpx2 runs quietly test httpx again.
+    modules would make the httpx2 runs quietly test httpx again. A test marked
+    ``flavour_free`` (in such a module, but sending nothing through either library) runs
+    once.
     """
     if "flavour" in metafunc.fixturenames:
+        if metafunc.definition.get_closest_marker("flavour_free") is not None:
+            return
         import httpx
 
         import retry_transport

@@ -14,7 +14,8 @@ The waits are what the server's headers say, so a run takes about two windows. A
 runs the sync driver and the async one on asyncio and on trio side by side, each on a thread
 of its own, through its own client to its own server (``side_by_side``): the runs spend their
 time waiting for their servers' windows, not on the CPU, so the three take one run's time,
-and each is checked as if it had run alone.
+and each is checked as if it had run alone. The families of whole-second windows, whose runs
+take about two seconds, go side by side in one test: nine runs, still one run's time.
 
 The windows, per family (``Family.window`` and ``Family.wall_aligned``):
 
@@ -56,7 +57,7 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -410,33 +411,36 @@ def run_driver(driver: str, url: str, **transport_kwargs: Any) -> Run:
 
 
 def side_by_side(
-    family: Family, drivers: tuple[str, ...], run: Callable[[str, str], Run]
-) -> dict[str, tuple[Run, QuotaServer]]:
-    """``run(driver, url)`` for each driver at once, each on a thread of its own against a
-    QuotaServer of its own: driver -> (its run, its server). The runs spend their time
-    waiting for their servers' windows, so side by side they take one run's time."""
-    servers = {driver: QuotaServer(family).start() for driver in drivers}
+    pairs: Sequence[tuple[Family, str]], run: Callable[[str, str], Run]
+) -> dict[str, tuple[Run, QuotaServer, Family]]:
+    """``run(driver, url)`` for each (family, driver) pair at once, each on a thread of its
+    own against a QuotaServer of its family of its own: ``family/driver`` -> (its run, its
+    server, its family). The runs spend their time waiting for their servers' windows, so
+    side by side they take one run's time."""
+    servers = [QuotaServer(family).start() for family, _ in pairs]
     try:
-        with ThreadPoolExecutor(max_workers=len(drivers)) as pool:
-            futures = {driver: pool.submit(run, driver, servers[driver].url)
-                       for driver in drivers}
-            runs = {driver: future.result() for driver, future in futures.items()}
+        with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+            futures = [pool.submit(run, driver, server.url)
+                       for (_, driver), server in zip(pairs, servers, strict=True)]
+            runs = [future.result() for future in futures]
     finally:
-        for server in servers.values():
+        for server in servers:
             server.stop()
-    return {driver: (runs[driver], servers[driver]) for driver in drivers}
+    return {f"{family}/{driver}": (done, server, family)
+            for (family, driver), done, server in zip(pairs, runs, servers, strict=True)}
 
 
 def check_each(
-    runs: dict[str, tuple[Run, QuotaServer]], check: Callable[[Run, QuotaServer], None]
+    runs: dict[str, tuple[Run, QuotaServer, Family]],
+    check: Callable[[Run, QuotaServer, Family], None],
 ) -> None:
-    """``check`` every driver's run; fail naming every driver whose run failed it."""
+    """``check`` every run; fail naming every ``family/driver`` whose run failed it."""
     failures = []
-    for driver, (run, server) in runs.items():
+    for name, (run, server, family) in runs.items():
         try:
-            check(run, server)
+            check(run, server, family)
         except AssertionError as exc:
-            failures.append(f"{driver}: {exc}")
+            failures.append(f"{name}: {exc}")
     assert not failures, "\n".join(failures)
 
 
@@ -498,10 +502,28 @@ def check_unpaced(run: Run, server: QuotaServer, family: Family) -> None:
 # -- pacing on: no 429 -------------------------------------------------------------------------
 
 
+#: The families whose windows are whole seconds: a pacing run of theirs takes about two
+#: seconds, nearly all of it waiting, so their runs go side by side in one test.
+WHOLE_SECONDS = [family for family in FAMILIES if family.window >= 1.0]
+
+
+@pytest.mark.parametrize(
+    "family", [family for family in FAMILIES if family not in WHOLE_SECONDS], ids=str,
+    indirect=True,
+)
 def test_quota_headers_pace_requests(family: Family) -> None:
     """Sync, asyncio and trio (side by side, each against its own server): no 429."""
-    runs = side_by_side(family, DRIVERS, run_driver)
-    check_each(runs, lambda run, server: check_paced(run, server, family))
+    check_each(side_by_side([(family, driver) for driver in DRIVERS], run_driver),
+               check_paced)
+
+
+def test_quota_headers_pace_requests_in_whole_second_windows() -> None:
+    """The same for each family of whole-second windows, every family and driver side by
+    side (each run against its own server, and checked as if it had run alone)."""
+    runs = side_by_side([(family, driver) for family in WHOLE_SECONDS for driver in DRIVERS],
+                        run_driver)
+    assert len(runs) == 3 * len(DRIVERS) and len(WHOLE_SECONDS) == 3
+    check_each(runs, check_paced)
 
 
 # -- the controls: pacing off, 429s ------------------------------------------------------------
@@ -539,7 +561,7 @@ def test_concurrent_burst_is_retried_at_the_resets(family: Family) -> None:
         return anyio.run(functools.partial(run_concurrently, url, max_attempts=5),
                          backend=backend)
 
-    def check(run: Run, server: QuotaServer) -> None:
+    def check(run: Run, server: QuotaServer, family: Family) -> None:
         assert run.statuses == [200] * REQUESTS, run.infos()
         assert server.statuses().count(429) >= 1
         check_within_quota(server)
@@ -552,4 +574,4 @@ def test_concurrent_burst_is_retried_at_the_resets(family: Family) -> None:
                 assert attempt.wait >= attempt.retry_after, info
         check_elapsed(run, server, family)
 
-    check_each(side_by_side(family, ("asyncio", "trio"), burst), check)
+    check_each(side_by_side([(family, "asyncio"), (family, "trio")], burst), check)

@@ -886,6 +886,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 @pytest.mark.skipif(sys.platform == "win32", reason="no fork on Windows")
 def test_a_store_made_before_a_fork_works_in_the_child(
     redis_server: RedisServer, prefix: str, tmp_path: Any
@@ -910,6 +911,7 @@ def test_a_store_made_before_a_fork_works_in_the_child(
 # -- 10. closing -------------------------------------------------------------------------------
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 def test_close_stops_the_thread(stores: Stores, redis_server: RedisServer) -> None:
     before = store_threads()
     store = stores()
@@ -1056,6 +1058,7 @@ async def test_a_probe_without_verdict_frees_the_fleets_slot(
 # -- regressions -----------------------------------------------------------------------------
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 def test_concurrent_probe_elections_do_not_interfere(stores: Stores) -> None:
     """Two threads elect at once: one is preempted while it draws its token (paused where
     it reads the store's ``_sender``), the other elects for another origin meanwhile. Both
@@ -1157,6 +1160,7 @@ def elected_within(breaker: Any, origin: str, timeout: float) -> int:
         time.sleep(0.02)
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 def test_an_election_answered_too_late_leaves_the_slot_free(
     delaying_proxy: DelayingProxy, stores: Stores, redis_server: RedisServer, prefix: str
 ) -> None:
@@ -1187,6 +1191,7 @@ def test_an_election_answered_too_late_leaves_the_slot_free(
         watcher.close()
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 def test_an_election_waits_at_most_the_socket_timeout_in_all(
     delaying_proxy: DelayingProxy, stores: Stores, redis_server: RedisServer
 ) -> None:
@@ -1258,6 +1263,7 @@ def test_a_redis_refusing_writes_keeps_the_store_connected(
         watcher.close()
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 def test_stores_made_and_closed_register_no_fork_hook_each(
     stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1272,6 +1278,7 @@ def test_stores_made_and_closed_register_no_fork_hook_each(
     assert len(registered) <= 1, f"{len(registered)} at-fork registrations for 200 stores"
 
 
+@pytest.mark.flavour_free  # the store alone: the same for both libraries
 def test_a_release_given_back_while_reconnecting_is_sent(
     own_redis_server: RedisServer, stores: Stores, prefix: str
 ) -> None:

@@ -472,7 +472,7 @@ class RetryCall(TimeLeft):
         """A retryable outcome: the wait before the retry, or ``None`` when a rule stops it."""
         policy = self.policy
         controller = self._controller
-        progress = self._state()
+        progress = self._progress or self._state()
         request = self.request
         attempt = len(progress.history) + 1
         reason = may_retry(outcome, policy, self.enabled, request.method, request.headers,
@@ -506,7 +506,7 @@ class RetryCall(TimeLeft):
         self._record_attempt(progress, new_attempt(status, error, outcome.floor, wait, signal,
                                          hedge=self._hedged(progress)))
         controller.note_retry(request, attempt, policy.max_attempts, wait, status, error, signal)
-        return self._to_sleep(wait)
+        return wait if self.testing is None else self._to_sleep(wait)
 
     @staticmethod
     def _record_attempt(progress: _Progress, record: Attempt) -> None:
@@ -549,7 +549,7 @@ class RetryCall(TimeLeft):
         """End the request with ``reason``. ``refused``: stopped by the deadline, the wait
         that was not slept and the seconds that were left of the deadline; ``detail``: why
         a rule stopped it, for the log line."""
-        progress = self._state()
+        progress = self._progress or self._state()
         floor = outcome.floor
         signal = outcome.signal if floor is not None else None
         refused_wait = None

@@ -220,8 +220,8 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
     verdict_name = policy.should_retry_header if status >= 400 else None
     found = scan(response, verdict_name)
     retryable = status in policy.retry_statuses
-    if found is None and 100 <= status <= 999:
-        return _bare(status, retryable)  # no signal: the status says it all
+    if found is None and 100 <= status <= 999:  # no signal: the status says it all
+        return _BARE.get((status, retryable)) or _bare(status, retryable)
     signals = found or {}
     verdict = None
     if verdict_name is not None:

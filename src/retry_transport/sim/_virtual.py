@@ -116,17 +116,20 @@ sleep: Callable[[float], Awaitable[None]] = anyio.sleep
 sleep_until: Callable[[float], Awaitable[None]] = anyio.sleep_until
 task_group: Callable[[], Any] = anyio.create_task_group
 
-#: Requests by URL, built once: :func:`get` copies them.
-_GETS: dict[httpx.URL, httpx.Request] = {}
+#: Requests by the URL object they were built for (kept here with them), built once:
+#: :func:`get` copies them. By identity: hashing an ``httpx.URL`` builds its string, and
+#: comparing two equal ones (several scenarios' URLs are equal) builds both.
+_GETS: dict[int, tuple[httpx.URL, httpx.Request]] = {}
 
 
 def get(url: httpx.URL, **extensions: Any) -> httpx.Request:
     """``httpx.Request("GET", url, extensions=extensions)``, as an ``httpx.AsyncClient``
     builds it for a GET, made quickly: a copy of one built per URL, sharing its headers (the
     transports of a simulation add none) and its empty body, with extensions of its own."""
-    built = _GETS.get(url)
-    if built is None:
-        built = _GETS[url] = httpx.Request("GET", url)
+    entry = _GETS.get(id(url))
+    if entry is None:  # (an id is not reused while its URL is kept here)
+        entry = _GETS[id(url)] = (url, httpx.Request("GET", url))
+    built = entry[1]
     request: httpx.Request = object.__new__(httpx.Request)
     request.__dict__.update(built.__dict__)
     request.extensions = extensions
