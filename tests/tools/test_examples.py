@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,13 @@ EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.py"))
 
 @functools.cache
 def run(path: Path) -> subprocess.CompletedProcess[str]:
-    """Run the example once (a second test of the same example reads the same run)."""
+    """Run the example once (a second test of the same example reads the same run), as a
+    user runs it: without the variables pytest sets for the suite (an example that runs
+    pytest itself would take them for its own)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     return subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False,
+        env=env,
     )
 
 
