@@ -138,7 +138,7 @@ def get(url: httpx.URL, **extensions: Any) -> httpx.Request:
 
 def run_jumping(fn: Callable[[], Awaitable[T]]) -> T:
     """Run ``fn()`` on :class:`_JumpingLoop`, as :func:`run_virtual` runs it on trio."""
-    global now, sleep, sleep_until
+    global now, sleep, sleep_until, task_group
     _not_testing()
     loop = _JumpingLoop()
     clock = loop.time
@@ -146,14 +146,13 @@ def run_jumping(fn: Callable[[], Awaitable[T]]) -> T:
     async def until(deadline: float) -> None:
         await asyncio.sleep(max(deadline - clock(), 0.0))
 
-    global task_group
+    outside = now, sleep, sleep_until, task_group  # anyio's
     try:
         now, sleep, sleep_until, task_group = clock, asyncio.sleep, until, _Tasks
         with quiet_transport_log(), frozen_heap():
             return loop.run_until_complete(fn())
     finally:
-        now, sleep, sleep_until = anyio.current_time, anyio.sleep, anyio.sleep_until
-        task_group = anyio.create_task_group
+        now, sleep, sleep_until, task_group = outside
         loop.close()
 
 
