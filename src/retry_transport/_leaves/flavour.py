@@ -75,6 +75,8 @@ class Flavour:
             response.
         never_sent: errors that prove the request never reached the server (connect errors
             and timeouts, pool timeouts): safe to retry for any method and any body.
+        no_verdict: retryable errors that say nothing of the origin's health: a pool
+            timeout (the client's own pool had no connection free in time; nothing was sent).
         timeouts: errors that are timeouts (a retry after one costs the budget more).
         byte_stream: the in-memory body stream (bytes, text, forms, JSON, a read body):
             always replayable, and what a buffered response body becomes.
@@ -96,6 +98,7 @@ class Flavour:
     request: type[Any]
     retryable: tuple[type[BaseException], ...]
     never_sent: tuple[type[BaseException], ...]
+    no_verdict: tuple[type[BaseException], ...]
     timeouts: tuple[type[BaseException], ...]
     byte_stream: type[Any]
     sync_byte_stream: type[Any]
@@ -121,6 +124,7 @@ class Flavour:
             request=module.Request,
             retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError),
             never_sent=(module.ConnectError, module.ConnectTimeout, module.PoolTimeout),
+            no_verdict=(module.PoolTimeout,),
             timeouts=(module.TimeoutException,),
             byte_stream=module.ByteStream,
             sync_byte_stream=module.SyncByteStream,

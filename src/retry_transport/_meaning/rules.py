@@ -117,7 +117,9 @@ class Outcome:
         error: the error's class name, or ``None`` for a response.
         failure: whether the attempt says the dependency is unhealthy: a transient error,
             or a status in ``retry_statuses`` or >= 500; ``None``: no verdict (an error a
-            retry cannot fix says nothing of the server).
+            retry cannot fix says nothing of the server, nor does a pool timeout: the
+            client's own pool was full and nothing was sent). Every guard that judges
+            health (the breaker, the throttle) reads it, and only it.
         success: a final status below 400 (nothing follows it).
         timeout: the error was a timeout (a retry after one costs the budget more).
         never_sent: the error proves the request never reached the server.
@@ -322,11 +324,14 @@ def _quota(signals: Mapping[str, str], response: Response, now: float
 
 
 def classify_error(exc: Exception, flavour: Flavour) -> Outcome:
-    """What an error means: transient (a retry may fix it) or not."""
+    """What an error means: transient (a retry may fix it) or not, and whether it is a
+    verdict on the origin's health: a transient error is one, unless it is the client's own
+    (``flavour.no_verdict``: a pool timeout, retried as ever but judged by no guard)."""
     name = type(exc).__name__
     if not isinstance(exc, flavour.retryable) or permanent(exc):
         return Outcome(None, name, None, stop=NOT_RETRYABLE)
-    return Outcome(None, name, True, timeout=isinstance(exc, flavour.timeouts),
+    return Outcome(None, name, None if isinstance(exc, flavour.no_verdict) else True,
+                   timeout=isinstance(exc, flavour.timeouts),
                    never_sent=isinstance(exc, flavour.never_sent))
 
 
