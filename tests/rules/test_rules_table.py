@@ -8,6 +8,7 @@ import ssl
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -321,6 +322,16 @@ ERRORS: list[Any] = [
                  id="plain-timeout-elsewhere"),
     pytest.param(raised(httpx.ReadTimeout("x"), "pytest_httpx.mock"), True, True, False, True,
                  id="real-timeout-in-mock-module"),
+    # Raw errors that escape the library's own mapping: read errors of no known phase.
+    pytest.param(ssl.SSLError(1, "bad record mac"), True, False, False, True, id="SSLError"),
+    pytest.param(ssl.SSLEOFError(8, "eof"), True, False, False, True, id="SSLEOFError"),
+    pytest.param(anyio.EndOfStream(), True, False, False, True, id="EndOfStream"),
+    pytest.param(anyio.BrokenResourceError(), True, False, False, True,
+                 id="BrokenResourceError"),
+    pytest.param(CERT, False, False, False, None, id="raw-cert-failure"),
+    pytest.param(anyio.ClosedResourceError(), False, False, False, None,
+                 id="ClosedResourceError"),
+    pytest.param(OSError("x"), False, False, False, None, id="OSError"),
 ]
 
 

@@ -11,12 +11,15 @@ so the two bindings cannot drift apart.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["Flavour", "Request", "Response", "URL"]
+import anyio
+
+__all__ = ["RAW_ERRORS", "Flavour", "Request", "Response", "URL"]
 
 #: An ``httpx.Request`` or an ``httpx2.Request``: the core reads ``method``, ``url``,
 #: ``headers``, ``extensions`` and ``stream``, which both spell alike.
@@ -27,6 +30,19 @@ Response = Any
 #: An ``httpx.URL`` or an ``httpx2.URL`` (``scheme``, ``host``, ``port``, ``netloc``,
 #: ``raw_path``).
 URL = Any
+
+
+#: Errors from beneath the library that escape its own mapping into its transport errors:
+#: a TLS failure on an established connection (asyncio's TLS stream raises ``ssl.SSLError``
+#: for a record that fails, and httpx and httpx2 map it only during the handshake), and the
+#: end or the breaking of an anyio stream. Both libraries map every failure of the handshake
+#: itself to their ``ConnectError``, in every backend, so nothing proves one of these came
+#: before the request was sent: they are read errors (retried for idempotent requests, and
+#: for others only with an idempotency key). A certificate that failed verification
+#: (``ssl.SSLCertVerificationError``) is never retried, raw or wrapped (``_wire.http``'s
+#: ``permanent``).
+RAW_ERRORS: Final[tuple[type[BaseException], ...]] = (
+    ssl.SSLError, anyio.EndOfStream, anyio.BrokenResourceError)
 
 
 class _SyncTail:
@@ -72,7 +88,7 @@ class Flavour:
             refused on a transport's first request, with the class to use instead).
         retryable: transport errors a retry may fix: timeouts, network errors (connect,
             read, write) and remote protocol errors such as a connection dropped before the
-            response.
+            response; and :data:`RAW_ERRORS`, which mean what a read error means.
         never_sent: errors that prove the request never reached the server (connect errors
             and timeouts, pool timeouts): safe to retry for any method and any body.
         no_verdict: retryable errors that say nothing of the origin's health: a pool
@@ -122,7 +138,8 @@ class Flavour:
         return cls(
             name=module.__name__,
             request=module.Request,
-            retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError),
+            retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError,
+                       *RAW_ERRORS),
             never_sent=(module.ConnectError, module.ConnectTimeout, module.PoolTimeout),
             no_verdict=(module.PoolTimeout,),
             timeouts=(module.TimeoutException,),
