@@ -143,8 +143,8 @@ class CircuitBreaker:
     ``retry_statuses`` or >= 500. Other answers (a 404, a 401) are healthy ones. An error
     that says nothing of the origin counts as neither: one no retry can fix, or a pool
     timeout (the client's own pool was full, nothing was sent). Every attempt counts,
-    retries included. The breaker is exact under threads and tasks; its
-    lock is held only for a few counter updates, never across a wait.
+    retries included. The breaker is exact under threads and tasks; its lock is held only
+    for a few counter updates, never across a wait.
     """
 
     def __init__(
