@@ -452,6 +452,37 @@ def test_the_id_a_resumption_sends(harness: Harness, sent: dict[str, str], body:
     assert got.endswith(b"data: c\n\n")
 
 
+def test_a_retry_field_of_any_length_never_breaks_the_read(harness: Harness) -> None:
+    # every event reaches the caller, the one before the field in the same chunk too
+    body = b"id: 1\ndata: a\n\nretry: " + b"9" * 5000 + b"\n\nid: 2\ndata: b\n\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=broken_stream([body], None))
+
+    got, response = read(harness, harness.transport(handler, resume=rt.Resume()))
+    assert got == body
+    assert rt.retry_info(response).resumes == 0
+
+
+def test_a_reconnection_time_too_long_to_use_waits_max_retry_after(harness: Harness) -> None:
+    # 401 digits: more than a float holds once divided into seconds
+    first = b"retry: 1" + b"0" * 400 + b"\n\nid: 1\ndata: a\n\nid: 2\nda"
+    bodies = [(first, httpx.ReadError("cut")), (b"id: 2\ndata: b\n\n", None)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        chunk, error = bodies.pop(0)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=broken_stream([chunk], error))
+
+    policy = rt.RetryPolicy(max_retry_after=5.0, base_delay=0.1, jitter="none")
+    got, response = read(harness, harness.transport(handler, resume=rt.Resume(),
+                                                    policy=policy))
+    assert event_ids(got) == [1, 2]
+    assert harness.waits == [5.0]  # the stream's time, capped
+    assert rt.retry_info(response).resumes == 1
+
+
 def test_a_post_event_stream_is_never_resent(harness: Harness) -> None:
     server = EventServer(count=5, cuts=(70,))
     with pytest.raises(httpx.RemoteProtocolError):
