@@ -25,6 +25,7 @@ from tests.real.resume_servers import (
     CuttingProxy,
     EventStreamServer,
     FileServer,
+    LyingRangeServer,
     Nginx,
     event,
     gzipped,
@@ -193,6 +194,57 @@ def test_a_file_replaced_before_the_resumption_ends_with_the_error(
     info = rt.retry_info(caught.value)
     assert info.stop_reason is rt.StopReason.NOT_RETRYABLE
     assert [a.status for a in info.history] == [200, 200]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_content_range_that_cannot_be_read_holds_no_connection(mode: str) -> None:
+    # Five final answers whose Content-Range has 5,000-digit numbers, through a pool of
+    # two: each is handed over as it is (not resumable), and its connection goes back.
+    assert five_then_ok(mode, "/huge-range") == [206] * 5 + [200]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_response_whose_hand_over_fails_holds_no_connection(
+        mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from retry_transport._call import resumption
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("no plan")
+
+    monkeypatch.setattr(resumption, "plan", fail)
+    # each of the six got its answer, then the error: none waited for a connection
+    assert five_then_ok(mode, "/ok") == ["RuntimeError"] * 6
+
+
+def five_then_ok(mode: str, path: str) -> list[int | str]:
+    """Five GETs of ``path`` then one of ``/ok``, through a pool of two connections with a
+    pool timeout of 1 s: each one's status, or its error's class name."""
+    server = LyingRangeServer(b"", cut=0).start()
+    built = transport(mode, limits=httpx.Limits(max_connections=2))
+    timeout = httpx.Timeout(10.0, pool=1.0)
+    paths = [path] * 5 + ["/ok"]
+    got: list[int | str] = []
+    try:
+        if mode == "sync":
+            with httpx.Client(transport=built, timeout=timeout) as client:
+                for each in paths:
+                    try:
+                        got.append(client.get(f"{server.url}{each}").status_code)
+                    except Exception as exc:
+                        got.append(type(exc).__name__)
+        else:
+            async def main() -> None:
+                async with httpx.AsyncClient(transport=built, timeout=timeout) as client:
+                    for each in paths:
+                        try:
+                            got.append((await client.get(f"{server.url}{each}")).status_code)
+                        except Exception as exc:
+                            got.append(type(exc).__name__)
+
+            anyio.run(main, backend=mode)
+    finally:
+        server.stop()
+    return got
 
 
 # -- event streams -----------------------------------------------------------------------

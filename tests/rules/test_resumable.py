@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from retry_transport._wire.events import EventScanner
+from retry_transport._wire.http import length
 from retry_transport._wire.resumable import Ranges, content_range, plan
 
 
@@ -26,9 +27,24 @@ def response(status: int, **headers: str) -> httpx.Response:
     ("items 0-1/2", None),
     ("bytes 0-1", None),
     (None, None),
+    # past what int() reads: unusable
+    pytest.param("bytes 0-" + "9" * 5000 + "/" + "9" * 5001, None, id="5000-digits"),
+    pytest.param("bytes 0-99/" + "0" * 5000 + "100", (0, 99, 100), id="leading-zeros"),
+    ("bytes 0-99/" + "9" * 19, None),  # more bytes than any representation has
 ])
 def test_content_range(value: str | None, parsed: object) -> None:
     assert content_range(value) == parsed
+
+
+@pytest.mark.parametrize("value, declared", [
+    ("100", 100), (" 100 ", 100), ("0", 0), ("0" * 5000 + "7", 7), ("9" * 18, 10**18 - 1),
+    ("9" * 19, None), ("9" * 5000, None), ("1e3", None), ("-1", None), ("\xb2", None),
+    ("", None),
+], ids=lambda v: v if isinstance(v, int) or v is None or len(v) < 20 else f"{len(v)}-chars")
+def test_a_declared_length_is_read_without_raising(value: str, declared: int | None) -> None:
+    # the one reading of Content-Length: resumption's counts and retry_body_errors' limit
+    headers = [(b"content-length", value.encode("latin-1"))]
+    assert length(httpx.Response(200, headers=headers)) == declared
 
 
 @pytest.mark.parametrize("status, headers, how", [
@@ -51,6 +67,17 @@ def test_content_range(value: str | None, parsed: object) -> None:
     (200, {"content_type": "text/event-stream", "content_encoding": "gzip"}, None),
     (200, {"content_type": "text/event-stream", "content_encoding": "identity"}, True),
     (201, {"content_type": "text/event-stream"}, None),
+    # a header that cannot be read: not resumable, never an exception
+    pytest.param(200, {"etag": '"a"', "content_length": "9" * 5000}, None,
+                 id="length-5000-digits"),
+    (200, {"etag": '"a"', "content_length": "ten"}, None),
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/20", "content_length": "5"},
+     Ranges('"a"', "", 5, 9, 20)),
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/20", "content_length": "6"}, None),
+    pytest.param(206, {"etag": '"a"', "content_range": "bytes 0-" + "9" * 5000 + "/1"}, None,
+                 id="range-5000-digits"),
+    pytest.param(200, {"etag": '"' + "a" * 100_000 + '"', "content_length": "10"},
+                 Ranges('"' + "a" * 100_000 + '"', "", 0, None, 10), id="etag-100-kb"),
 ])
 def test_what_may_be_resumed(status: int, headers: dict[str, str], how: object) -> None:
     assert plan(response(status, **headers), ranges=True, events=True) == how
@@ -91,6 +118,18 @@ def test_each_kind_can_be_turned_off() -> None:
      "the server answered 206 with another ETag: the resource changed"),
     (Ranges('"a"', "gzip", 0, None, 100, 40), response(206, content_range="bytes 40-99/100"),
      "the server answered 206 with another Content-Encoding"),
+    pytest.param(Ranges('"a"', "", 0, None, 100, 40),
+                 response(206, content_range="bytes 40-" + "9" * 5000 + "/" + "9" * 5001),
+                 "the server answered 206 without a single Content-Range", id="5000-digits"),
+    (Ranges('"a"', "", 0, None, 100, 40),
+     response(206, content_range="bytes 40-99/100", content_length="61"),
+     "the server answered 206 with bytes 40-99/100 in a body of 61 bytes"),
+    pytest.param(Ranges('"a"', "", 0, None, 100, 40),
+                 response(206, content_range="bytes 40-99/100", content_length="9" * 5000),
+                 "the server answered 206 with bytes 40-99/100 in a body of unreadable length",
+                 id="length-5000-digits"),
+    (Ranges('"a"', "", 0, None, 100, 40),
+     response(206, content_range="bytes 40-99/100", content_length="60"), None),
 ])
 def test_what_a_resumption_may_answer(ranges: Ranges, answer: httpx.Response,
                                       why: str | None) -> None:

@@ -71,8 +71,9 @@ class RangeServer:
         self.requests.append(request)
         asked = request.headers.get("range")
         if asked is not None and self.answers:
-            status, headers = self.answers.pop(0)
-            return httpx.Response(status, headers=headers, content=b"refused")
+            status, headers = self.answers.pop(0)  # a body of no declared length
+            return httpx.Response(status, headers=headers,
+                                  stream=broken_stream([b"refused"], None))
         first, last = 0, len(self.data) - 1
         if asked is not None:
             start, _, end = asked.removeprefix("bytes=").partition("-")
@@ -194,6 +195,13 @@ def test_a_changed_resource_ends_with_the_original_error(harness: Harness) -> No
      "the server answered 206 with another ETag: the resource changed"),
     ((206, {"content-range": "bytes 5000-9999/16384", "etag": ETAG}),
      "the server answered 206 with bytes 5000-9999/16384, not the bytes 5000- asked for"),
+    # a header that cannot be read refuses the answer: the break, never a ValueError
+    pytest.param((206, {"content-range": "bytes 5000-" + "9" * 5000 + "/1" + "0" * 5000,
+                        "etag": ETAG}),
+                 "the server answered 206 without a single Content-Range", id="5000-digits"),
+    ((206, {"content-range": "bytes 5000-16383/16384", "content-length": "11385",
+            "etag": ETAG}),
+     "the server answered 206 with bytes 5000-16383/16384 in a body of 11385 bytes"),
 ])
 def test_an_answer_not_of_the_bytes_asked_for_ends_resumption(
         harness: Harness, answer: tuple[int, dict[str, str]], note: str) -> None:
@@ -203,6 +211,42 @@ def test_an_answer_not_of_the_bytes_asked_for_ends_resumption(
         read(harness, harness.transport(server, resume=rt.Resume()))
     assert caught.value.__notes__[-1].endswith(note)
     assert rt.retry_info(caught.value).stop_reason is rt.StopReason.NOT_RETRYABLE
+
+
+@table("headers", [
+    {"content-range": "bytes 0-" + "9" * 5000 + "/1" + "0" * 5000},
+    {"content-length": "9" * 5000},
+], ids=["range-5000-digits", "length-5000-digits"])
+def test_a_header_that_cannot_be_read_hands_the_response_over_unresumed(
+        harness: Harness, headers: dict[str, str]) -> None:
+    requests: list[httpx.Request] = []
+    stream = broken_stream([DATA[:3000]], httpx.ReadError("connection lost"))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        status = 206 if "content-range" in headers else 200
+        return httpx.Response(status, headers={"etag": ETAG, **headers}, stream=stream)
+
+    with pytest.raises(httpx.ReadError) as caught:  # the break, as without resume
+        read(harness, harness.transport(handler, resume=rt.Resume()))
+    assert b"".join(read.partial) == DATA[:3000]  # type: ignore[attr-defined]
+    assert len(requests) == 1
+    assert not getattr(caught.value, "__notes__", None)
+    assert stream.closed
+
+
+def test_a_response_whose_hand_over_fails_is_closed(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    from retry_transport._call import resumption
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("no plan")
+
+    monkeypatch.setattr(resumption, "plan", fail)
+    server = RangeServer()
+    with pytest.raises(RuntimeError, match="no plan"):
+        read(harness, harness.transport(server, resume=rt.Resume()))
+    assert [stream.closed for stream in server.streams] == [True]
 
 
 def test_a_retryable_answer_to_a_resumption_is_retried_within_max_resumes(
