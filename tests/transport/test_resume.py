@@ -66,6 +66,9 @@ class RangeServer:
         self.streams: list[Any] = []
         #: Answers to give to range requests instead of the data: status, headers.
         self.answers: list[tuple[int, dict[str, str]]] = []
+        #: For the next range requests, bytes more (zeros) or fewer than the Content-Range
+        #: names that the 206 then brings, sent with no Content-Length (as chunked).
+        self.lies: list[int] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
@@ -91,6 +94,11 @@ class RangeServer:
         if asked is None:
             return httpx.Response(200, headers=headers, stream=stream)
         headers["content-range"] = f"bytes {first}-{last}/{len(self.data)}"
+        if self.lies:
+            lie = self.lies.pop(0)
+            del headers["content-length"]
+            body = body + bytes(lie) if lie >= 0 else body[:lie]
+            stream = self.streams[-1] = broken_stream(pieces(body), None)
         return httpx.Response(206, headers=headers, stream=stream)
 
 
@@ -247,6 +255,87 @@ def test_a_response_whose_hand_over_fails_is_closed(
     with pytest.raises(RuntimeError, match="no plan"):
         read(harness, harness.transport(server, resume=rt.Resume()))
     assert [stream.closed for stream in server.streams] == [True]
+
+
+def test_a_206_longer_than_its_range_ends_with_the_break_before_a_byte_past_it(
+        harness: Harness) -> None:
+    server = RangeServer(cuts=(5000,))
+    server.lies.append(50)  # bytes 5000-16383 asked, and given, with 50 more after them
+    events: list[rt.RetryEvent] = []
+    transport = harness.transport(server, resume=rt.Resume(), hooks=events.append)
+    with pytest.raises(httpx.ReadError) as caught:
+        read(harness, transport)
+    # the 206's last chunk (bytes 16000-16383 and the 50 more) is not handed on
+    assert b"".join(read.partial) == DATA[:16000]  # type: ignore[attr-defined]
+    assert str(caught.value) == "connection lost"  # the break itself
+    assert caught.value.__notes__ == [
+        "retry-transport: not resumed after 1 resumption(s) (not_retryable): the body went "
+        "on past byte 16383, the last its headers declared"]
+    info = rt.retry_info(caught.value)
+    assert info.stop_reason is rt.StopReason.NOT_RETRYABLE
+    assert [(a.status, a.error) for a in info.history] == [(200, "ReadError"),
+                                                           (206, "RemoteProtocolError")]
+    assert [e.kind for e in events] == ["resume", "give_up"]
+    assert transport.stats.budget_tokens == 500 - 5  # the resumption's cost is not given back
+    assert all(stream.closed for stream in server.streams)
+
+
+def test_a_206_shorter_than_its_range_is_a_break_and_resumed(harness: Harness) -> None:
+    server = RangeServer(cuts=(5000,))
+    server.lies.append(-50)  # bytes 5000-16383 asked and named, 50 fewer given
+    body, response = read(harness, harness.transport(server, resume=rt.Resume()))
+    assert body == DATA
+    assert [r.headers.get("range") for r in server.requests] == [
+        None, "bytes=5000-", "bytes=16334-"]
+    info = rt.retry_info(response)
+    assert info.resumes == 2
+    assert [(a.status, a.error, a.resumed_at) for a in info.history] == [
+        (200, "ReadError", None), (206, "RemoteProtocolError", 5000), (206, None, 16334)]
+
+
+def test_a_206_shorter_than_its_range_ends_with_the_original_error(harness: Harness) -> None:
+    server = RangeServer(cuts=(5000,))
+    server.lies.append(-50)
+    with pytest.raises(httpx.ReadError) as caught:
+        read(harness, harness.transport(server, resume=rt.Resume(1)))
+    assert b"".join(read.partial) == DATA[:16334]  # type: ignore[attr-defined]
+    assert str(caught.value) == "connection lost"  # the break being resumed, not a new one
+    assert caught.value.__notes__[-1].endswith("(max_attempts): max_resumes (1) reached")
+    assert len(server.requests) == 2
+
+
+@table("lie, partial, error", [
+    (-50, DATA, None),  # ended short: resumed from there
+    (50, DATA[:16000], "the body went on past byte 16383, the last its headers declared"),
+], ids=["short", "long"])
+def test_the_first_body_is_held_to_its_content_length(
+        harness: Harness, lie: int, partial: bytes, error: str | None) -> None:
+    # a 200 whose body, as the inner transport lets it through, is not its Content-Length
+    server = RangeServer()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("range") is not None:
+            return server(request)
+        server.requests.append(request)
+        body = DATA + bytes(lie) if lie >= 0 else DATA[:lie]
+        return httpx.Response(200, headers={"etag": ETAG, "content-length": str(len(DATA))},
+                              stream=broken_stream(pieces(body), None))
+
+    transport = harness.transport(handler, resume=rt.Resume())
+    if error is None:
+        body, response = read(harness, transport)
+        assert body == partial
+        assert server.requests[1].headers["range"] == f"bytes={len(DATA) + lie}-"
+        assert [a.error for a in rt.retry_info(response).history] == [
+            "RemoteProtocolError", None]
+        return
+    with pytest.raises(httpx.RemoteProtocolError) as caught:
+        read(harness, transport)
+    assert b"".join(read.partial) == partial  # type: ignore[attr-defined]
+    assert str(caught.value) == error
+    assert caught.value.__notes__ == [
+        f"retry-transport: not resumed after 0 resumption(s) (not_retryable): {error}"]
+    assert len(server.requests) == 1
 
 
 def test_a_retryable_answer_to_a_resumption_is_retried_within_max_resumes(

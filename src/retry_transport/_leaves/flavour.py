@@ -107,6 +107,9 @@ class Flavour:
             ``TimeoutException``).
         transport_error: the flavour's ``TransportError`` (a request under way when its
             transport was closed ends with one).
+        protocol_error: the flavour's ``RemoteProtocolError`` (a resumable body that ends
+            before, or goes on past, the length its headers declared is one, as the
+            flavour's own reading of a body shorter than its ``Content-Length`` is).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
     """
 
@@ -126,6 +129,7 @@ class Flavour:
     errors: Mapping[str, type[Any]]
     deadline_error: type[Any]
     transport_error: type[Any]
+    protocol_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
 
@@ -155,6 +159,7 @@ class Flavour:
                                      "throttled": throttled_error}),
             deadline_error=deadline_error,
             transport_error=module.TransportError,
+            protocol_error=module.RemoteProtocolError,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.
             sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),
