@@ -100,30 +100,34 @@ class EventScanner:
                     start = len(BOM)
             self._fresh = 0
         at = start
+        lines = iter((chunk[start:] if start else chunk).splitlines(True))
         opened = self._open
-        for line in (chunk[start:] if start else chunk).splitlines(True):
+        if opened:  # the first line goes on with one begun in an earlier chunk
+            line = next(lines)
             tail = line[-1:]
-            if tail != b"\n" and tail != b"\r":  # the last line, still arriving
+            if tail != b"\n" and tail != b"\r":  # ... and on past this chunk
                 if opened == _READ:
                     self._line.append(line)
-                elif not opened:
-                    head = line[:1]
-                    if head == b"i" or head == b"r":
-                        opened = _READ
-                        self._line = [line]
-                    else:
-                        opened = _SKIP
-                break
+                self._held.append(chunk)
+                return _NONE
             at += len(line)
-            if opened:  # the end of a line begun in an earlier chunk
-                if opened == _SKIP:
-                    opened = 0
-                    continue
-                opened = 0
+            if opened == _READ:
                 pieces = self._line
                 pieces.append(line)
-                line = b"".join(pieces)
                 self._line = []
+                self._field(b"".join(pieces))  # an id or retry line: never a blank one
+            opened = 0
+        for line in lines:
+            tail = line[-1:]
+            if tail != b"\n" and tail != b"\r":  # the last line, still arriving
+                head = line[:1]
+                if head == b"i" or head == b"r":
+                    opened = _READ
+                    self._line = [line]
+                else:
+                    opened = _SKIP
+                break
+            at += len(line)
             head = line[:1]
             if head == b"\r" or head == b"\n":  # a blank line: the event ends
                 end = at
