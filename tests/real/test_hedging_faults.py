@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -89,6 +90,13 @@ CROWD_SIZE = 50
 CROWD_BOUND = 60.0
 #: Client timeouts of the pool tests: a request may wait its turn in the pool for seconds.
 POOL_TIMEOUT = 30.0
+#: Interrupted sync requests: INTERRUPTED GETs in turn over INTERRUPT_POOL connections, each
+#: answered INTERRUPTED_TAKES seconds after it arrives and interrupted INTERRUPT_AT seconds
+#: in by a signal handler's exception; then a GET must get a connection within WAIT.
+INTERRUPTED = 3
+INTERRUPT_POOL = 2
+INTERRUPTED_TAKES = 0.6
+INTERRUPT_AT = 0.2
 
 #: The tail: a TAIL_SHARE of attempts (drawn per request number and attempt from each
 #: seed) take TAIL_SLOW seconds, the others TAIL_FAST. TAIL_WARM GETs, then TAIL_GETS timed
@@ -382,6 +390,63 @@ def test_a_slow_hedged_probe_is_alone_on_the_wire() -> None:
     assert rig.kinds() == ["breaker_open", "breaker_half_open", "breaker_close"]
     assert rig.closed_at() >= probe.left
     assert rig.breaker.state(server.url) == "closed"
+
+
+# -- a sync hedged request interrupted -----------------------------------------------------
+
+
+class Interrupted(BaseException):
+    """What the signal handler raises: the shape of a signal-based timeout, or of
+    ``KeyboardInterrupt``."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted
+
+
+@contextlib.contextmanager
+def interrupting() -> Iterator[Callable[[], None]]:
+    """A function that arms a one-shot timer: ``INTERRUPT_AT`` seconds later the main
+    thread is interrupted (``Interrupted`` raised where it is). Disarmed at the end."""
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        yield lambda: signal.setitimer(signal.ITIMER_REAL, INTERRUPT_AT)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer here")
+@pytest.mark.usefixtures("flavour")
+@pytest.mark.parametrize("delay", [5.0, 0.05], ids=["during the delay", "after a hedge"])
+def test_an_interrupted_sync_hedged_request_holds_no_connection(
+        delay: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GETs interrupted while they wait for a slow answer, before their hedging delay is
+    over or once a hedge is out: the late answers are closed as they come, so the pool's
+    connections come back (a GET after them gets one), and no worker thread dies."""
+    died: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    def answer(path: str, query: str, attempt: int) -> tuple[float, int]:
+        return (INTERRUPTED_TAKES if path == "/late" else 0.0), 200
+
+    interrupted = 0
+    with serving(answer) as server, interrupting() as arm:
+        transport = rt.RetryTransport(hedging=rt.Hedging(delay),
+                                      limits=httpx.Limits(max_connections=INTERRUPT_POOL))
+        with httpx.Client(transport=transport, timeout=httpx.Timeout(WAIT)) as client:
+            for _ in range(INTERRUPTED):
+                arm()
+                try:
+                    client.get(server.url + "/late")
+                except Interrupted:
+                    interrupted += 1
+            response = client.get(server.url + "/after")  # PoolTimeout if they were kept
+            assert response.status_code == 200
+        # The client closed: its workers' attempts have ended.
+    assert interrupted == INTERRUPTED
+    assert died == []
+    hedges = len(server.seen("/late")) - INTERRUPTED  # an attempt_header: not a quick request
+    assert hedges == (0 if delay > INTERRUPTED_TAKES else INTERRUPTED)
 
 
 # -- async hedges and the client's own pool -----------------------------------------------
