@@ -338,15 +338,35 @@ def test_every_transport_records_latency_per_origin(harness: Harness) -> None:
 
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"delay": 0}, "delay"), ({"delay": -1.0}, "delay"), ({"delay": float("inf")}, "delay"),
+    ({"delay": 1e10}, "delay"), ({"delay": 10**400}, "delay"),
     ({"delay": "p49"}, "delay"), ({"delay": "p100"}, "delay"), ({"delay": "p95.55"}, "delay"),
-    ({"delay": "95"}, "delay"), ({"delay": True}, "delay"),
+    ({"delay": "95"}, "delay"),
     ({"max_attempts": 1}, "max_attempts"), ({"max_attempts": 6}, "max_attempts"),
     ({"max_attempts": 2.0}, "max_attempts"), ({"fallback_delay": 0}, "fallback_delay"),
+    ({"fallback_delay": 1e10}, "fallback_delay"),
     ({"min_samples": 0}, "min_samples"), ({"min_samples": 1.5}, "min_samples"),
 ])
 def test_invalid_settings_name_themselves(kwargs: dict[str, Any], name: str) -> None:
     with pytest.raises(ValueError, match=name):
         rt.Hedging(**kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"delay": True}, "delay"), ({"delay": None}, "delay"), ({"delay": [0.1]}, "delay"),
+    ({"fallback_delay": "0.05"}, "fallback_delay"), ({"fallback_delay": None}, "fallback_delay"),
+])
+def test_a_delay_that_is_no_number_is_a_type_error(kwargs: dict[str, Any], name: str) -> None:
+    with pytest.raises(TypeError, match=name):
+        rt.Hedging(**kwargs)
+
+
+def test_the_longest_delays_allowed_are_waited_for_as_any(harness: Harness) -> None:
+    """1e9 seconds, every seconds option's bound: a worker thread's wait takes it (a lock's
+    timeout refuses 1e10), and a request answered before it is handed over."""
+    server = Server(harness.mode, [200])
+    for hedging in (rt.Hedging(1e9), rt.Hedging("p95", fallback_delay=1e9)):
+        response = send(harness, hedged(harness, server, hedging=hedging))
+        assert response.status_code == 200
 
 
 def test_percentiles_from_p50_to_p99_9() -> None:
