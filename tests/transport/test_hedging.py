@@ -651,6 +651,53 @@ def test_an_async_request_cancelled_closes_every_answer_and_frees_its_probes(
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_hedge_that_leaves_the_pool_as_it_is_cancelled_is_no_hedge(backend: str) -> None:
+    """httpx's own transport (a pool that traces each request): the hedge waits for a
+    connection while the first attempt is on the wire; the first answers, the race is over,
+    and the hedge is handed its connection just as it is cancelled (a pool's hand-over
+    completes before the cancellation is seen at the next checkpoint): it reports being on
+    the wire after the race. It is no hedge for ``RetryInfo``, nor for the stats, the hook
+    events or the budget."""
+    waiting = anyio.Event()
+
+    class Pool(httpx.AsyncHTTPTransport):  # type: ignore[name-defined,misc]
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            trace = request.extensions["trace"]
+            if request.extensions.get("retry_attempt") != 2:  # the first: a connection
+                await trace("connection.connect_tcp.started", {})
+                await waiting.wait()
+                return httpx.Response(200)
+            waiting.set()
+            try:
+                await anyio.sleep(3600)  # every connection is busy
+            except anyio.get_cancelled_exc_class():
+                await trace("connection.connect_tcp.started", {})  # handed one, cancelled
+                raise
+            raise AssertionError("the hedge got a connection")
+
+    events: list[Any] = []
+
+    async def main() -> None:
+        budget = rt.RetryBudget()
+        transport = rt.AsyncRetryTransport(Pool(), hedging=rt.Hedging(DELAY), budget=budget,
+                                           hooks=events.append)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(URL)
+        assert waiting.is_set()  # the hedge went to the pool
+        info = rt.retry_info(response)
+        assert info is not None and info.hedges == 0
+        assert [(a.hedge, a.cancelled) for a in info.history] == [(False, False)]
+        assert transport.stats.hedges == 0
+        assert [event.kind for event in events] == []
+        assert budget.tokens == budget.capacity
+
+    if backend == "trio":
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    else:
+        anyio.run(main, backend="asyncio")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_cancelled_after_the_winner_came_the_winner_is_closed(backend: str) -> None:
     import anyio
 
