@@ -33,6 +33,7 @@ reads a clock of its own; the wall clock is passed in.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple, cast
 
@@ -276,7 +277,8 @@ def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
     400 or above, or an exception): ``True`` makes it retryable, ``False`` final, ``None``
     leaves it. A server's ``x-should-retry: false`` still stops it; the health verdict
     (``failure``) stays the built-in one. Raises what the predicate raises, and a
-    ``TypeError`` for an answer of another kind, each with a note naming ``retry_if``."""
+    ``TypeError`` for an answer of another kind (an awaitable closed first), each with a
+    note naming ``retry_if``."""
     predicate = cast(Callable[[object], object], policy.retry_if)
     try:
         answer = predicate(result)
@@ -287,7 +289,13 @@ def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
     if answer is None:
         return outcome
     if answer is not True and answer is not False:
-        error = TypeError(f"retry_if must return True, False or None, got {answer!r}")
+        message = f"retry_if must return True, False or None, got {answer!r}"
+        if inspect.isawaitable(answer):  # a plain function calling an async one
+            close = getattr(answer, "close", None)
+            if callable(close):
+                close()  # never awaited: closed, so no "never awaited" warning follows
+            message += " (an awaitable: retry_if is called, never awaited)"
+        error = TypeError(message)
         add_note(error, f"retry-transport: the policy's retry_if is {qualified_name(predicate)}")
         raise error
     stop = outcome.stop
