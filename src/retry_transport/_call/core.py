@@ -314,6 +314,7 @@ class RetryCall(TimeLeft):
         left = self._check_deadline(progress)
         if retry and controller.guards:
             self._admit(RETRY, progress.paid)
+            progress.paid = None  # admitted: sent from now on, whatever ends it
         if left is None and not retry:
             if header is not None:
                 request.headers[header] = "1"
@@ -400,11 +401,16 @@ class RetryCall(TimeLeft):
 
     def abandon(self) -> None:
         """Something ended the request outside the decisions (a cancellation, an interrupt,
-        an error of the driver's own): the caller's extensions go back on the request, and
-        the attempt in flight is settled without a verdict (a probe's slot goes back)."""
+        an error of the driver's own, a ``sleep`` that raised): the caller's extensions go
+        back on the request, the attempt in flight is settled without a verdict (a probe's
+        slot goes back), and a retry decided but not yet admitted (its wait cut short) is
+        not sent: what the guards' vetoes took for it goes back."""
         self._attempt_over()
         if self._tickets:
             self._settle(None)
+        progress = self._progress
+        if progress is not None:
+            self._unpaid(progress)
 
     def on_response(self, response: Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
