@@ -41,6 +41,7 @@ from .._leaves.models import (
     SERVER_DECLINED,
     Attempt,
     StopReason,
+    held_first,
     new_attempt,
     new_retry_info,
 )
@@ -89,8 +90,8 @@ class _Progress:
     """What happened to a request beyond a quick first attempt: created when first needed,
     so a request that succeeds at once never pays for it."""
 
-    __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "paid",
-                 "place", "previous", "skipped", "total_wait")
+    __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "hold",
+                 "paid", "place", "previous", "skipped", "total_wait")
 
     def __init__(self, base_delay: float) -> None:
         self.history: list[Attempt] = []
@@ -109,6 +110,9 @@ class _Progress:
         # Where the next record goes in ``history`` (None: at the end): a hedged try keeps
         # its attempts in the order they started, whichever answered last.
         self.place: int | None = None
+        # A guard's hold before the first attempt (its wait is in total_wait): the first
+        # record shows it when the history is handed over (``held_first``).
+        self.hold: Hold | None = None
 
 
 class RetryCall(TimeLeft):
@@ -280,7 +284,9 @@ class RetryCall(TimeLeft):
         if hold is None or kind is not FIRST:
             return None
         wait = hold.wait
-        self._state().total_wait += wait
+        progress = self._state()
+        progress.total_wait += wait
+        progress.hold = hold
         self._controller.observer.cooldown(self.request, self.origin, wait, hold.signal)
         return self._to_sleep(wait)
 
@@ -566,6 +572,8 @@ class RetryCall(TimeLeft):
         self._record_attempt(progress, new_attempt(outcome.status, outcome.error, floor, 0.0,
                                                    signal, refused_wait, self._hedged(progress)))
         history = tuple(progress.history)
+        if progress.hold is not None:
+            history = held_first(history, progress.hold.wait, progress.hold.holder)
         info = new_retry_info(len(history), len(history) - 1, history, progress.total_wait,
                               reason, progress.body, progress.hedges)
         if isinstance(result, BaseException):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .._leaves.models import CLOSED, DEADLINE, RetryInfo, StopReason
+from .._leaves.models import CLOSED, DEADLINE, RetryInfo, StopReason, held_first
 from .._wire.http import remember
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ class TimeLeft:
         total_wait = 0.0
         if progress is not None:
             history, total_wait = tuple(progress.history), progress.total_wait
+            if progress.hold is not None:
+                history = held_first(history, progress.hold.wait, progress.hold.holder)
             self._unpaid(progress)  # before a retry: it is not sent after all
         info = RetryInfo(len(history), len(history), history, total_wait, reason)
         note = None
