@@ -145,9 +145,6 @@ class RetryCall(TimeLeft):
         """
         self._controller = controller
         self.request = request
-        observer = controller.observer
-        if not observer.layered:  # on requests that go past the quick path only: cheap
-            observer.sdk_retries(request)
         # The transport's close count when the request began: after another close, no
         # attempt of this request starts.
         self._closes = controller.closes if closes is None else closes
@@ -166,6 +163,9 @@ class RetryCall(TimeLeft):
             self.policy = controller.policy
             self._tickets = controller.quick.tickets
             return
+        observer = controller.observer
+        if not observer.layered:  # an SDK's retry above? Read before anything has started
+            observer.sdk_retries(request)  # (on the quick path: see QuickPath.failed)
         policy = controller.policy
         override = request.extensions.get("retry")
         testing = self.testing = testmode.active
@@ -432,6 +432,8 @@ class RetryCall(TimeLeft):
                 self._tickets = _NO_TICKETS
                 for guard, ticket in pairs:
                     guard.settle(self, ticket, outcome)
+            if status >= 400:  # a failure handed back: an SDK above may retry it
+                controller.quick.failed(self.request)
             return None
         self._attempt_over()
         outcome = self._outcome_of(response, status)

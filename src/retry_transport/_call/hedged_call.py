@@ -201,6 +201,8 @@ class HedgedCall(RetryCall):
                 tickets, slot.tickets = slot.tickets, []
                 for guard, ticket in tickets:
                     guard.settle(self, ticket, outcome)
+                if status >= 400:  # a failure handed back: an SDK above may retry it
+                    controller.quick.failed(self.request)
                 return "win", None
         self._tickets, slot.tickets = slot.tickets, []
         self._current = slot
