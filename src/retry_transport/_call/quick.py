@@ -24,7 +24,7 @@ from .._leaves.flavour import Request, Response
 from .._leaves.models import RetryInfo
 from .._meaning import testmode
 from .._meaning.deadlines import current as ambient_scope
-from .._meaning.observe import SDK_RETRY_COUNT, SDK_RETRY_WINDOW, Observer
+from .._meaning.observe import SDK_RETRY_WINDOW, Observer, sdk_retry_count
 from .._meaning.policy import RetryPolicy
 from .._meaning.rules import Outcome, final_at_once
 from .._wire.http import attach
@@ -127,7 +127,7 @@ class QuickPath:
         read as it starts)."""
         if not self._as_is or self._observer.layered:
             return
-        if request.headers.get(SDK_RETRY_COUNT) is None:
+        if sdk_retry_count(request) is None:
             return  # no SDK's request: none of its retries to look for
         self._watch_until = self._clock() + SDK_RETRY_WINDOW
         self.sends_as_is = False

@@ -30,10 +30,10 @@ from .._leaves.models import (
     RetryInfo,
     StopReason,
 )
-from .._wire.http import origin as origin_of, redact_url
+from .._wire.http import HEADER_LINES, origin as origin_of, redact_url
 
 __all__ = ["REFUSAL_LOG_INTERVAL", "SDK_RETRY_COUNT", "SDK_RETRY_WINDOW", "RetryHook",
-           "Observer", "emit", "logger"]
+           "Observer", "emit", "logger", "sdk_retry_count"]
 
 logger: Final = logging.getLogger("retry_transport")
 # A library leaves output to the application: without logging configured, say nothing.
@@ -68,6 +68,21 @@ SDK_RETRY_COUNT: Final = "x-stainless-retry-count"
 #: OpenAI and Anthropic SDKs wait at most 60 s before one (a ``Retry-After`` they honour;
 #: their own backoff stops at 8 s), and a few more for their own work.
 SDK_RETRY_WINDOW: Final = 65.0
+_SDK_RETRY_COUNT_KEY: Final = SDK_RETRY_COUNT.encode("ascii")
+
+
+def sdk_retry_count(request: Request) -> str | None:
+    """The value of ``request``'s ``x-stainless-retry-count`` (its first line), or ``None``:
+    read from the lower-case names httpx and httpx2 keep (``_wire.http.items``), without
+    ``Headers.get``, which raises and catches a ``KeyError`` when the header is absent."""
+    lines = getattr(request.headers, HEADER_LINES, None)
+    if type(lines) is not list:
+        found: str | None = request.headers.get(SDK_RETRY_COUNT)
+        return found
+    for _, key, raw in lines:
+        if key == _SDK_RETRY_COUNT_KEY:
+            return raw.decode("latin-1")  # type: ignore[no-any-return]
+    return None
 
 
 def display(signal: str) -> str:
@@ -98,7 +113,7 @@ class Observer:
         logging configured: the library's logger has only a ``NullHandler``). Called
         before anything of the request is started: a warning turned into an error
         (``-W error``) leaves nothing behind."""
-        value = request.headers.get(SDK_RETRY_COUNT)
+        value = sdk_retry_count(request)
         if value is None or not value.isascii() or not value.isdigit() or not value.strip("0"):
             return  # no count, or 0 (read without int(): a number of any length)
         with self._lock:
