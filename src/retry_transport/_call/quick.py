@@ -11,8 +11,8 @@ a header read on the quick path: an SDK retries only what the transport handed b
 failure. So a failure handed back for a request that carries the SDK's count turns the quick
 path's watch on (:meth:`QuickPath.failed`): for ``SDK_RETRY_WINDOW`` seconds, each request's
 count is read as it starts (``sends_as_is`` is off meanwhile, which the quick path reads
-anyway), until one shows the SDK's retry or the window ends. A request that leaves the quick
-path is looked at as it starts (``RetryCall``).
+anyway), until one shows the SDK's retry or the window ends. A request the quick path does
+not send as it is has its count read as its call starts (``RetryCall``).
 """
 
 from __future__ import annotations
