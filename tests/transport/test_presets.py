@@ -6,6 +6,7 @@ import logging
 import subprocess
 import sys
 import warnings
+from typing import Any
 
 import httpx
 import pytest
@@ -15,10 +16,11 @@ from retry_transport._meaning.policy import FIELDS
 
 
 def test_the_openai_preset_follows_the_sdk_where_it_is_safe() -> None:
-    """Statuses, unapplied 429, trusted verdict, 120 s cap, 0.5..8 s backoff, 3 attempts."""
+    """Statuses, unapplied 408 and 429, trusted verdict, 120 s cap, 0.5..8 s backoff, 3
+    attempts."""
     policy = rt.presets.openai()
     assert policy.retry_statuses == {408, 409, 429, 500, 502, 503, 504}
-    assert policy.unapplied_statuses == {429}
+    assert policy.unapplied_statuses == {408, 429}
     assert policy.trust_should_retry and policy.should_retry_header == "x-should-retry"
     assert policy.respect_retry_after and policy.max_retry_after == 120.0
     assert (policy.base_delay, policy.max_delay, policy.max_attempts) == (0.5, 8.0, 3)
@@ -30,9 +32,30 @@ def test_the_anthropic_preset_adds_529() -> None:
     """Anthropic's overloaded 529 is retried and taken as unapplied; the rest is OpenAI's."""
     policy = rt.presets.anthropic()
     assert policy.retry_statuses == rt.presets.openai().retry_statuses | {529}
-    assert policy.unapplied_statuses == {429, 529}
+    assert policy.unapplied_statuses == {408, 429, 529}
     others = FIELDS - {"retry_statuses", "unapplied_statuses"}
     assert all(getattr(policy, name) == getattr(rt.presets.openai(), name) for name in others)
+
+
+@pytest.mark.parametrize("preset", [rt.presets.openai, rt.presets.anthropic])
+def test_a_post_answered_408_is_sent_again(preset: Any) -> None:
+    """A 408 says the server did not receive the whole request (RFC 9110 section 15.5.9):
+    nothing was acted on, so a POST without a key is sent again, as the SDK alone would."""
+    answers = iter([408, 200])
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(next(answers))
+
+    transport = rt.RetryTransport(httpx.MockTransport(handler), policy=preset(),
+                                  sleep=lambda seconds: None)
+    with httpx.Client(transport=transport) as client:
+        response = client.post("https://api.example.com/v1/chat/completions", json={})
+    assert response.status_code == 200
+    assert [request.method for request in seen] == ["POST", "POST"]
+    info = rt.retry_info(response)
+    assert info is not None and [a.status for a in info.history] == [408, 200]
 
 
 def test_keywords_override_a_preset_as_replace_does() -> None:
