@@ -33,7 +33,7 @@ Where the presets are less resilient than the SDK alone, and why:
   retries a 501 or a 505, which no retry fixes.
 
 Keyword arguments override the preset's fields, as :meth:`RetryPolicy.replace` does (an
-unknown one is its ``ValueError``). ``retry_transport.httpx2.presets`` is this module.
+unknown one is its ``TypeError``). ``retry_transport.httpx2.presets`` is this module.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
+from ._leaves.validate import check_count
 from ._meaning import testmode
 from ._meaning.testmode import TestingLog
 
@@ -61,10 +62,8 @@ def retry_testing(
         The :class:`TestingLog` that collects the waits. Blocks nest, and may be closed in any
         order (threads, tasks): the transports use the most recently opened block still open.
     """
-    if attempts is not None and (
-        isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
-    ):
-        raise ValueError(f"attempts must be an integer >= 1 or None, got {attempts!r}")
+    if attempts is not None:
+        check_count("attempts", attempts)
     if breakers not in ("on", "off", "open"):
         raise ValueError(f"breakers must be 'on', 'off' or 'open', got {breakers!r}")
     if throttles not in ("on", "off") and (

@@ -195,13 +195,18 @@ def test_the_docs_option_table_is_the_declarations() -> None:
 
 
 def test_invalid_options_name_themselves() -> None:
+    """A value of the wrong kind is a TypeError, a wrong value of the right kind (a string
+    that is no header name) a ValueError; each names the option."""
     for name, value in [("cooldown", 1), ("auto_idempotency_key", "yes"), ("breaker", 1),
-                        ("store", 1), ("budget", 1), ("rng", 1), ("clock", 1),
-                        ("wallclock", 1), ("sleep", 1), ("attempt_header", "a b"),
-                        ("deadline_header", "a b"),
+                        ("throttle", 1), ("hedging", 1), ("resume", 1), ("store", 1),
+                        ("budget", 1), ("rng", 1), ("clock", 1), ("wallclock", 1),
+                        ("sleep", 1), ("attempt_header", 1), ("deadline_header", 1),
                         ("policy", {}), ("hooks", 1), ("contact", 1)]:
-        callable_expected = name in ("clock", "wallclock", "sleep", "hooks")
-        with pytest.raises(TypeError if callable_expected else ValueError, match=name):
+        with pytest.raises(TypeError, match=name):
+            rt.RetryTransport(**{name: value})
+    for name, value in [("attempt_header", "a b"), ("deadline_header", "a b"),
+                        ("contact", "not an address")]:
+        with pytest.raises(ValueError, match=name):
             rt.RetryTransport(**{name: value})
 
 

@@ -550,53 +550,54 @@ def test_state_rejects_what_is_no_url_object(bad: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "value"),
+    ("name", "value", "error"),
     [
-        ("failure_ratio", 0),
-        ("failure_ratio", 0.0),
-        ("failure_ratio", 1.5),
-        ("failure_ratio", -0.1),
-        ("failure_ratio", math.nan),
-        ("failure_ratio", math.inf),
-        ("failure_ratio", "0.5"),
-        ("failure_ratio", True),
-        ("failure_ratio", None),
-        ("min_requests", 0),
-        ("min_requests", -1),
-        ("min_requests", 2.0),
-        ("min_requests", True),
-        ("min_requests", "20"),
-        ("window", 0),
-        ("window", -1.0),
-        ("window", math.inf),
-        ("window", math.nan),
-        ("window", 1e10),
-        ("window", "30"),
-        ("break_duration", 0),
-        ("break_duration", -5),
-        ("break_duration", math.inf),
-        ("break_duration", math.nan),
-        ("max_break_duration", 0),
-        ("max_break_duration", 4.9),  # below break_duration (5.0)
-        ("max_break_duration", math.inf),
-        ("max_break_duration", math.nan),
-        ("half_open_probes", 0),
-        ("half_open_probes", -1),
-        ("half_open_probes", 1.5),
-        ("half_open_probes", False),
-        ("clock", 123),
-        ("clock", "time.monotonic"),
-        ("hooks", "print"),
-        ("hooks", b"print"),
-        ("hooks", 42),
-        ("hooks", [print, 42]),
-        ("hooks", [None]),
+        ("failure_ratio", 0, ValueError),
+        ("failure_ratio", 0.0, ValueError),
+        ("failure_ratio", 1.5, ValueError),
+        ("failure_ratio", -0.1, ValueError),
+        ("failure_ratio", math.nan, ValueError),
+        ("failure_ratio", math.inf, ValueError),
+        ("failure_ratio", "0.5", TypeError),
+        ("failure_ratio", True, TypeError),
+        ("failure_ratio", None, TypeError),
+        ("min_requests", 0, ValueError),
+        ("min_requests", -1, ValueError),
+        ("min_requests", 2.0, TypeError),
+        ("min_requests", True, TypeError),
+        ("min_requests", "20", TypeError),
+        ("window", 0, ValueError),
+        ("window", -1.0, ValueError),
+        ("window", math.inf, ValueError),
+        ("window", math.nan, ValueError),
+        ("window", 1e10, ValueError),
+        ("window", "30", TypeError),
+        ("break_duration", 0, ValueError),
+        ("break_duration", -5, ValueError),
+        ("break_duration", math.inf, ValueError),
+        ("break_duration", math.nan, ValueError),
+        ("max_break_duration", 0, ValueError),
+        ("max_break_duration", 4.9, ValueError),  # below break_duration (5.0)
+        ("max_break_duration", math.inf, ValueError),
+        ("max_break_duration", math.nan, ValueError),
+        ("half_open_probes", 0, ValueError),
+        ("half_open_probes", -1, ValueError),
+        ("half_open_probes", 1.5, TypeError),
+        ("half_open_probes", False, TypeError),
+        ("clock", 123, TypeError),
+        ("clock", "time.monotonic", TypeError),
+        ("hooks", "print", TypeError),
+        ("hooks", b"print", TypeError),
+        ("hooks", 42, TypeError),
+        ("hooks", [print, 42], TypeError),
+        ("hooks", [None], TypeError),
     ],
 )
-def test_construction_validates_every_argument(name: str, value: object) -> None:
-    """A wrong value is a ValueError, something not callable where a function belongs a
-    TypeError; each names the argument."""
-    error = TypeError if name in ("clock", "hooks") else ValueError
+def test_construction_validates_every_argument(name: str, value: object,
+                                              error: type[Exception]) -> None:
+    """A wrong value is a ValueError, a value of the wrong kind (a string or None where a
+    number goes, a bool or a float where a count goes, something not callable where a
+    function belongs) a TypeError; each names the argument."""
     with pytest.raises(error, match=name):
         CircuitBreaker(**{name: value})
 

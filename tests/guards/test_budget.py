@@ -28,14 +28,17 @@ def test_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"),
-    [("capacity", 0), ("capacity", -5), ("retry_cost", -1), ("timeout_retry_cost", float("nan")),
-     ("success_refund", "1"), ("capacity", True), ("retry_cost", 501),
-     ("timeout_retry_cost", 600)],
+    ("field", "value", "error"),
+    [("capacity", 0, ValueError), ("capacity", -5, ValueError), ("retry_cost", -1, ValueError),
+     ("timeout_retry_cost", float("nan"), ValueError), ("success_refund", "1", TypeError),
+     ("capacity", True, TypeError), ("retry_cost", 501, ValueError),
+     ("timeout_retry_cost", 600, ValueError)],
 )
-def test_invalid_budget_raises_naming_the_field(field: str, value: Any) -> None:
-    """Bad numbers fail at construction."""
-    with pytest.raises(ValueError, match=field):
+def test_invalid_budget_raises_naming_the_field(field: str, value: Any,
+                                               error: type[Exception]) -> None:
+    """Bad numbers fail at construction: a wrong value with a ValueError, a value that is
+    no number (a string, a bool) with a TypeError."""
+    with pytest.raises(error, match=field):
         rt.RetryBudget(**{field: value})
 
 

@@ -68,8 +68,10 @@ def test_no_attempt_header_by_default(harness: Harness) -> None:
     assert [header for _, header, _ in seen] == [None, None]
 
 
-@table("bad", ["", "two words", 3, b"x-attempt"], over="transport",
+@table(("bad", "error"), [("", ValueError), ("two words", ValueError), (3, TypeError),
+                         (b"x-attempt", TypeError)], over="transport",
        modes=["RetryTransport", "AsyncRetryTransport"])
-def test_a_bad_attempt_header_is_refused(transport: str, bad: object) -> None:
-    with pytest.raises(ValueError, match="attempt_header"):
+def test_a_bad_attempt_header_is_refused(transport: str, bad: object,
+                                         error: type[Exception]) -> None:
+    with pytest.raises(error, match="attempt_header"):
         getattr(rt, transport)(attempt_header=bad)

@@ -172,7 +172,9 @@ def test_per_request_opt_in(harness: Harness) -> None:
 
 
 def test_max_body_buffer_is_validated() -> None:
-    """A negative or non-integer buffer size is a configuration error."""
-    for value in (-1, 1.5, "10"):
-        with pytest.raises(ValueError, match="max_body_buffer"):
+    """A negative buffer size is a wrong value, a non-integer one the wrong kind."""
+    with pytest.raises(ValueError, match="max_body_buffer"):
+        rt.RetryPolicy(max_body_buffer=-1)
+    for value in (1.5, "10", True):
+        with pytest.raises(TypeError, match="max_body_buffer"):
             rt.RetryPolicy(max_body_buffer=value)  # type: ignore[arg-type]

@@ -336,18 +336,23 @@ def test_every_transport_records_latency_per_origin(harness: Harness) -> None:
     assert every is not None and every.count == 20
 
 
-@pytest.mark.parametrize(("kwargs", "name"), [
-    ({"delay": 0}, "delay"), ({"delay": -1.0}, "delay"), ({"delay": float("inf")}, "delay"),
-    ({"delay": 1e10}, "delay"), ({"delay": 10**400}, "delay"),
-    ({"delay": "p49"}, "delay"), ({"delay": "p100"}, "delay"), ({"delay": "p95.55"}, "delay"),
-    ({"delay": "95"}, "delay"),
-    ({"max_attempts": 1}, "max_attempts"), ({"max_attempts": 6}, "max_attempts"),
-    ({"max_attempts": 2.0}, "max_attempts"), ({"fallback_delay": 0}, "fallback_delay"),
-    ({"fallback_delay": 1e10}, "fallback_delay"),
-    ({"min_samples": 0}, "min_samples"), ({"min_samples": 1.5}, "min_samples"),
+@pytest.mark.parametrize(("kwargs", "name", "error"), [
+    ({"delay": 0}, "delay", ValueError), ({"delay": -1.0}, "delay", ValueError),
+    ({"delay": float("inf")}, "delay", ValueError), ({"delay": 1e10}, "delay", ValueError),
+    ({"delay": 10**400}, "delay", ValueError),
+    ({"delay": "p49"}, "delay", ValueError), ({"delay": "p100"}, "delay", ValueError),
+    ({"delay": "p95.55"}, "delay", ValueError), ({"delay": "95"}, "delay", ValueError),
+    ({"max_attempts": 1}, "max_attempts", ValueError),
+    ({"max_attempts": 6}, "max_attempts", ValueError),
+    ({"max_attempts": 2.0}, "max_attempts", TypeError),
+    ({"fallback_delay": 0}, "fallback_delay", ValueError),
+    ({"fallback_delay": 1e10}, "fallback_delay", ValueError),
+    ({"min_samples": 0}, "min_samples", ValueError),
+    ({"min_samples": 1.5}, "min_samples", TypeError),
 ])
-def test_invalid_settings_name_themselves(kwargs: dict[str, Any], name: str) -> None:
-    with pytest.raises(ValueError, match=name):
+def test_invalid_settings_name_themselves(kwargs: dict[str, Any], name: str,
+                                          error: type[Exception]) -> None:
+    with pytest.raises(error, match=name):
         rt.Hedging(**kwargs)
 
 
@@ -374,7 +379,7 @@ def test_percentiles_from_p50_to_p99_9() -> None:
     assert rt.Hedging("p99.9").quantile == pytest.approx(0.999)
     assert rt.Hedging().delay == "p95"
     assert rt.Hedging(0.1) == rt.Hedging(0.1)
-    with pytest.raises(ValueError, match="hedging"):
+    with pytest.raises(TypeError, match="hedging"):
         rt.RetryTransport(hedging="p95")  # type: ignore[arg-type]
 
 

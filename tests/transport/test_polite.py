@@ -96,9 +96,9 @@ def test_contact_with_a_control_character_is_refused(cls: str, address: str) -> 
 
 
 @table("value", [42, b"ops@example.com", ["ops@example.com"]], over="cls", modes=TRANSPORTS)
-def test_contact_that_is_not_a_str_is_a_value_error(cls: str, value: object) -> None:
-    """A contact that is not a str is refused with a ValueError that names the option."""
-    with pytest.raises(ValueError, match="^contact must be an e-mail address"):
+def test_contact_that_is_not_a_str_is_a_type_error(cls: str, value: object) -> None:
+    """A contact that is not a str is the wrong kind: a TypeError that names the option."""
+    with pytest.raises(TypeError, match="^contact must be an e-mail address"):
         getattr(rt, cls)(contact=value)
 
 

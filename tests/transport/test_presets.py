@@ -59,9 +59,9 @@ def test_a_post_answered_408_is_sent_again(preset: Any) -> None:
 
 
 def test_keywords_override_a_preset_as_replace_does() -> None:
-    """An override changes its field alone; an unknown one is replace()'s ValueError."""
+    """An override changes its field alone; an unknown one is replace()'s TypeError."""
     assert rt.presets.openai(max_attempts=5) == rt.presets.openai().replace(max_attempts=5)
-    with pytest.raises(ValueError, match="max_attempt"):
+    with pytest.raises(TypeError, match="max_attempt"):
         rt.presets.anthropic(max_attempt=5)
 
 

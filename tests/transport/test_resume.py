@@ -641,7 +641,7 @@ def test_resume_arguments_are_checked() -> None:
         rt.Resume(0)
     with pytest.raises(TypeError, match="ranges"):
         rt.Resume(ranges=1)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="resume must be a Resume"):
+    with pytest.raises(TypeError, match="resume must be a Resume"):
         rt.RetryTransport(resume=5)  # type: ignore[arg-type]
     assert rt.Resume() == rt.Resume(5, ranges=True, events=True)
 

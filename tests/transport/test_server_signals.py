@@ -172,10 +172,13 @@ def test_should_retry_header_can_be_renamed_or_ignored(harness: Harness) -> None
     assert response.status_code == 200 and len(seen) == 2
 
 
-@pytest.mark.parametrize("bad", ["", "two words", 5, b"x-should-retry"])
-def test_a_bad_should_retry_header_is_refused(bad: object) -> None:
-    """The header name is validated at construction, naming the field."""
-    with pytest.raises(ValueError, match="should_retry_header"):
+@pytest.mark.parametrize(("bad", "error"), [
+    ("", ValueError), ("two words", ValueError), (5, TypeError), (b"x-should-retry", TypeError),
+])
+def test_a_bad_should_retry_header_is_refused(bad: object, error: type[Exception]) -> None:
+    """The header name is validated at construction, naming the field: a string that is
+    no header name is a ValueError, anything but a string a TypeError."""
+    with pytest.raises(error, match="should_retry_header"):
         rt.RetryPolicy(should_retry_header=bad)  # type: ignore[arg-type]
 
 

@@ -1073,7 +1073,8 @@ NOT_STORES = [object(), "redis://localhost:6379/0", {}, True, 1, rt.RetryBudget]
 @pytest.mark.parametrize("bad", NOT_STORES)
 @pytest.mark.parametrize("kind", ["sync", "async", "breaker"])
 def test_store_must_be_a_store(kind: str, bad: object) -> None:
-    with pytest.raises(ValueError, match="store"):
+    """Anything but a store is the wrong kind: a TypeError naming the argument."""
+    with pytest.raises(TypeError, match="store"):
         if kind == "sync":
             rt.RetryTransport(httpx.MockTransport(Backend()), store=bad)
         elif kind == "async":
@@ -1083,14 +1084,17 @@ def test_store_must_be_a_store(kind: str, bad: object) -> None:
 
 
 def test_a_store_is_checked_even_without_cooldowns() -> None:
-    with pytest.raises(ValueError, match="store"):
+    with pytest.raises(TypeError, match="store"):
         rt.RetryTransport(httpx.MockTransport(Backend()), store="x", cooldown=False)
 
 
-@pytest.mark.parametrize("bad", [0, -1, 0.0, math.nan, math.inf, True, False, "x", "30",
-                                 None, 2e9])
-def test_probe_lease_must_be_positive_seconds(bad: object) -> None:
-    with pytest.raises(ValueError, match="probe_lease"):
+@pytest.mark.parametrize(("bad", "error"), [
+    (0, ValueError), (-1, ValueError), (0.0, ValueError), (math.nan, ValueError),
+    (math.inf, ValueError), (True, TypeError), (False, TypeError), ("x", TypeError),
+    ("30", TypeError), (None, TypeError), (2e9, ValueError),
+])
+def test_probe_lease_must_be_positive_seconds(bad: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="probe_lease"):
         rt.MemoryStore(probe_lease=bad)
 
 
@@ -1111,25 +1115,26 @@ def test_wallclock_must_be_a_function(bad: object) -> None:
         rt.MemoryStore(wallclock=bad)
 
 
-@pytest.mark.parametrize(("kwargs", "name"), [
-    ({"url": 123}, "url"),
-    ({"url": ""}, "url"),
-    ({"url": "   "}, "url"),
-    ({"url": None}, "url"),
-    ({"url": "http://localhost:6379/0"}, "url"),
-    ({"prefix": ""}, "prefix"),
-    ({"prefix": 5}, "prefix"),
-    ({"socket_timeout": 0}, "socket_timeout"),
-    ({"socket_timeout": -1}, "socket_timeout"),
-    ({"socket_timeout": math.nan}, "socket_timeout"),
-    ({"connect_timeout": 0}, "connect_timeout"),
-    ({"probe_lease": 0}, "probe_lease"),
-    ({"wallclock": 5}, "wallclock"),
+@pytest.mark.parametrize(("kwargs", "name", "error"), [
+    ({"url": 123}, "url", TypeError),
+    ({"url": ""}, "url", ValueError),
+    ({"url": "   "}, "url", ValueError),
+    ({"url": None}, "url", TypeError),
+    ({"url": "http://localhost:6379/0"}, "url", ValueError),
+    ({"prefix": ""}, "prefix", ValueError),
+    ({"prefix": 5}, "prefix", TypeError),
+    ({"socket_timeout": 0}, "socket_timeout", ValueError),
+    ({"socket_timeout": -1}, "socket_timeout", ValueError),
+    ({"socket_timeout": math.nan}, "socket_timeout", ValueError),
+    ({"socket_timeout": "1"}, "socket_timeout", TypeError),
+    ({"connect_timeout": 0}, "connect_timeout", ValueError),
+    ({"probe_lease": 0}, "probe_lease", ValueError),
+    ({"wallclock": 5}, "wallclock", TypeError),
 ])
 def test_redis_store_arguments_are_checked_before_connecting(
-    kwargs: dict[str, Any], name: str
+    kwargs: dict[str, Any], name: str, error: type[Exception]
 ) -> None:
-    with pytest.raises(TypeError if name == "wallclock" else ValueError, match=name):
+    with pytest.raises(error, match=name):
         rt.RedisStore(**kwargs)
     assert store_threads() == []  # it failed before starting its thread
 

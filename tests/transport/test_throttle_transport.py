@@ -203,7 +203,7 @@ def test_refusals_are_logged_once_per_origin(harness: Harness,
 
 
 def test_the_throttle_must_be_one() -> None:
-    with pytest.raises(ValueError, match="throttle"):
+    with pytest.raises(TypeError, match="throttle"):
         rt.RetryTransport(throttle=object())  # type: ignore[arg-type]
 
 

@@ -569,21 +569,23 @@ def test_disabled_request_still_reports_success(harness: Harness) -> None:
 
 
 @table(
-    ("override", "field"),
+    ("override", "field", "error"),
     [
-        ({"max_attempts": 0}, "max_attempts"),
-        ({"jitter": "wobbly"}, "jitter"),
-        ({"max_attempt": 5}, "max_attempt"),
-        ("five", "extensions"),
-        (5, "extensions"),
+        ({"max_attempts": 0}, "max_attempts", ValueError),
+        ({"jitter": "wobbly"}, "jitter", ValueError),
+        ({"max_attempt": 5}, "max_attempt", ValueError),
+        ({"max_attempts": "5"}, "max_attempts", TypeError),
+        ("five", "extensions", TypeError),
+        (5, "extensions", TypeError),
     ],
 )
 def test_invalid_override_raises_before_sending(
-    harness: Harness, override: Any, field: str
+    harness: Harness, override: Any, field: str, error: type[Exception]
 ) -> None:
-    """A bad override is a ValueError naming the problem, and nothing is sent."""
+    """A bad override is an error naming the problem (a TypeError for the wrong kind, a
+    ValueError for a wrong value or an unknown field), and nothing is sent."""
     handler, seen = script(200)
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(error, match=field):
         harness.send(harness.transport(handler), extensions={"retry": override})
     assert seen == []
 
@@ -835,17 +837,19 @@ def test_retry_info_of_anything_else_is_none() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field", "error"),
     [
-        ({"auto_idempotency_key": "no"}, "auto_idempotency_key", ValueError),
+        ({"auto_idempotency_key": "no"}, "auto_idempotency_key", TypeError),
         ({"sleep": 5}, "sleep", TypeError),
         ({"clock": "x"}, "clock", TypeError),
         ({"wallclock": 1.0}, "wallclock", TypeError),
         ({"hooks": 5}, "hooks", TypeError),
-        ({"jitter": ["full"]}, "jitter", ValueError),
-        ({"retry_statuses": [[503]]}, "retry_statuses", ValueError),
-        ({"cooldown": 1}, "cooldown", ValueError),
-        ({"budget": 500}, "budget", ValueError),
-        ({"rng": 42}, "rng", ValueError),
-        ({"policy": {"max_attempts": 2}}, "policy", ValueError),
+        ({"jitter": ["full"]}, "jitter", TypeError),
+        ({"jitter": "wobbly"}, "jitter", ValueError),
+        ({"retry_statuses": [[503]]}, "retry_statuses", TypeError),
+        ({"retry_statuses": [200]}, "retry_statuses", ValueError),
+        ({"cooldown": 1}, "cooldown", TypeError),
+        ({"budget": 500}, "budget", TypeError),
+        ({"rng": 42}, "rng", TypeError),
+        ({"policy": {"max_attempts": 2}}, "policy", TypeError),
     ],
 )
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -853,7 +857,7 @@ def test_bad_transport_options_name_the_field(
     transport: str, kwargs: dict[str, Any], field: str, error: type[Exception]
 ) -> None:
     """Every option is checked at construction, with an error that names it: a TypeError
-    for something that should be callable and is not."""
+    for a value of the wrong kind, a ValueError for a wrong value."""
     cls = getattr(rt, transport)
     with pytest.raises(error, match=field):
         cls(**kwargs)
@@ -928,9 +932,9 @@ def test_an_attempt_header_of_its_own_numbers_an_unkeyed_post_once(harness: Harn
 
 def test_wrong_kind_of_inner_transport() -> None:
     """A sync retry transport over an async transport (or the reverse) fails at once."""
-    with pytest.raises(ValueError, match="AsyncRetryTransport"):
+    with pytest.raises(TypeError, match="AsyncRetryTransport"):
         rt.RetryTransport(httpx.AsyncHTTPTransport())  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="RetryTransport"):
+    with pytest.raises(TypeError, match="RetryTransport"):
         rt.AsyncRetryTransport(httpx.HTTPTransport())  # type: ignore[arg-type]
 
 

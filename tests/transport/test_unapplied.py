@@ -81,7 +81,7 @@ def test_a_listed_status_still_trusts_the_server(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize(("value", "error"), [
-    ({99}, ValueError), ({600}, ValueError), ("429", ValueError), ({True}, ValueError),
+    ({99}, ValueError), ({600}, ValueError), ("429", TypeError), ({True}, TypeError),
 ])
 def test_unapplied_statuses_are_validated(value: object, error: type[Exception]) -> None:
     """An unapplied status outside 100..599, or not an int, names the field."""

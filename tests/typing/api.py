@@ -101,6 +101,7 @@ def policy_collections() -> None:
     rt.RetryPolicy(retry_statuses={"503"})  # type: ignore[arg-type]
     rt.RetryPolicy(retry_methods=[1, 2])  # type: ignore[list-item]
     rt.RetryPolicy(retry_statuses=503)  # type: ignore[arg-type]
+    rt.RetryPolicy(max_retries=3)  # type: ignore[arg-type]  # another library's keyword
     as_set: set[int] = from_lists.retry_statuses  # type: ignore[assignment]
     del as_set
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from .._leaves.validate import check_seconds
+from .._leaves.validate import check_count, check_seconds, is_real
 from .._wire.http import origin as origin_of
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def _seconds(name: str, value: object, kinds: str = "a number of seconds") -> fl
     """Seconds > 0, bounded as every option's are (``check_seconds``): a worker thread waits
     them (a lock's or a queue's timeout), which refuses a time the platform cannot hold.
     ``kinds`` says what else the argument may be, for the ``TypeError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value):
         raise TypeError(f"{name} must be {kinds}, got {value!r}")
     return check_seconds(name, value)
 
@@ -81,6 +81,8 @@ class Hedging:
     A percentile that reads below 1 ms is taken as 1 ms.
 
     Raises:
+        TypeError: a value of the wrong kind (a bool or a float for a count, a number where
+            nothing but a percentile string goes...); the message names the argument.
         ValueError: an invalid value (the message names the argument).
         TypeError: a ``delay`` neither seconds nor a percentile, or a ``fallback_delay``
             that is not a number.
@@ -108,14 +110,10 @@ class Hedging:
             object.__setattr__(self, "delay", _seconds(
                 "delay", delay, "a number of seconds or a percentile such as 'p95'"))
         object.__setattr__(self, "quantile", quantile)
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 2 <= attempts <= 5:
-            raise ValueError(f"max_attempts must be an integer from 2 to 5, got {attempts!r}")
+        check_count("max_attempts", self.max_attempts, low=2, high=5)
         object.__setattr__(self, "fallback_delay",
                            _seconds("fallback_delay", self.fallback_delay))
-        samples = self.min_samples
-        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-            raise ValueError(f"min_samples must be an integer >= 1, got {samples!r}")
+        check_count("min_samples", self.min_samples)
 
     def delay_for(self, latency: LatencyTable, origin: str) -> float:
         """Seconds to wait before the next copy of a request to ``origin``."""

@@ -30,10 +30,12 @@ from .._leaves.validate import (
     check_flag,
     check_header_name,
     check_hooks,
+    check_instance,
     function_kind,
 )
 from .._meaning.observe import RetryHook
-from .._meaning.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, did_you_mean
+from .._meaning.peers import retry_object
+from .._meaning.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, unknown_keywords
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
 from .resume import Resume
@@ -110,26 +112,19 @@ class TransportOptions(TypedDict, total=False):
 
 
 def _policy(value: object) -> RetryPolicy | None:
-    if value is not None and not isinstance(value, RetryPolicy):
-        raise ValueError(f"policy must be a RetryPolicy, got {value!r}")
-    return value
+    hint = ("; give a policy's fields as keywords (RetryTransport(**fields)), or "
+            "RetryPolicy(**fields)" if isinstance(value, Mapping) else "")
+    return check_instance("policy", value, RetryPolicy, "a RetryPolicy", hint=hint)
 
 
 def _budget(value: object) -> RetryBudget | None:
     if value is DEFAULT_BUDGET:
         return RetryBudget()
-    if value is not None and not isinstance(value, RetryBudget):
-        raise ValueError(f"budget must be a RetryBudget or None, got {value!r}")
-    return value
+    return check_instance("budget", value, RetryBudget, "a RetryBudget")
 
 
 def _instance(name: str, kind: type[Any], spelt: str) -> Callable[[object], Any]:
-    def check(value: object) -> Any:
-        if value is not None and not isinstance(value, kind):
-            raise ValueError(f"{name} must be {spelt} or None, got {value!r}")
-        return value
-
-    return check
+    return lambda value: check_instance(name, value, kind, spelt)
 
 
 def _header(name: str) -> Callable[[object], str | None]:
@@ -167,11 +162,7 @@ def _sleep(value: object, *, sync: bool) -> None:
 
 
 def _rng(value: object) -> random.Random:
-    if value is None:
-        return random.Random()
-    if not isinstance(value, random.Random):
-        raise ValueError(f"rng must be a random.Random, got {value!r}")
-    return value
+    return check_instance("rng", value, random.Random, "a random.Random") or random.Random()
 
 
 def _function(name: str) -> Callable[[Any], Any]:
@@ -180,7 +171,8 @@ def _function(name: str) -> Callable[[Any], Any]:
 
 def option(default: object, check: Callable[[Any], Any], doc: str) -> Any:
     """Declare one keyword: its default, the check that turns a given value into the kept
-    one (raising ``ValueError`` naming it), and its one-line doc."""
+    one (raising ``TypeError`` for a wrong kind, ``ValueError`` for a wrong value, naming
+    it), and its one-line doc."""
     return field(default=default, metadata={"check": check, "doc": doc})
 
 
@@ -251,19 +243,20 @@ def _split_keywords(kwargs: Mapping[str, Any], transport: object
                     ) -> tuple[dict[str, Any], dict[str, Any]]:
     policy_fields: dict[str, Any] = {}
     transport_kwargs: dict[str, Any] = {}
+    unknown: dict[str, Any] = {}
     for name, value in kwargs.items():
         if name in FIELDS:
             policy_fields[name] = value
         elif name in TRANSPORT_KEYWORDS:
             transport_kwargs[name] = value
         else:
-            known = FIELDS | TRANSPORT_KEYWORDS | {spec.name for spec in OPTIONS}
-            raise TypeError(
-                f"unexpected keyword argument {name!r}"
-                f"{did_you_mean([name], known | {'transport'})}: expected a RetryPolicy field "
-                f"({', '.join(sorted(FIELDS))}) or, without an inner transport, an "
-                f"HTTPTransport argument ({', '.join(sorted(TRANSPORT_KEYWORDS))})"
-            )
+            unknown[name] = value
+    if unknown:
+        known = FIELDS | TRANSPORT_KEYWORDS | {spec.name for spec in OPTIONS} | {"transport"}
+        raise TypeError(unknown_keywords(unknown, known, listing=(
+            f": expected a RetryPolicy field ({', '.join(sorted(FIELDS))}) or, without an "
+            f"inner transport, an HTTPTransport argument ({', '.join(sorted(TRANSPORT_KEYWORDS))})"
+        )))
     if transport is not None and transport_kwargs:
         raise TypeError(
             f"{', '.join(sorted(transport_kwargs))}: transport keywords configure the inner "
@@ -313,11 +306,30 @@ def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
     if transport is None:
         return policy, settings, build(**_checked(transport_kwargs, flavour))
     if not isinstance(transport, base):
-        other = "handle_async_request" if sync else "handle_request"
-        raise ValueError(
+        raise TypeError(
             f"transport must be {'a sync' if sync else 'an'} {flavour.name}."
-            f"{base.__name__}, got {transport!r}"
-            + (f": use {'AsyncRetryTransport' if sync else 'RetryTransport'}"
-               if hasattr(transport, other) else "")
+            f"{base.__name__} (the transport to wrap), got {transport!r}"
+            + _not_a_transport(transport, sync=sync)
         )
     return policy, settings, transport
+
+
+def _not_a_transport(value: object, *, sync: bool) -> str:
+    """What a value given as the inner transport was meant as: a transport of the other
+    kind, a setting of the retry transport's own (given positionally), another library's
+    ``Retry``; ``""`` when it cannot be told."""
+    if hasattr(value, "handle_async_request" if sync else "handle_request"):
+        return f": use {'AsyncRetryTransport' if sync else 'RetryTransport'}"
+    for kind, keyword in _SETTINGS_BY_KIND:
+        if isinstance(value, kind):
+            return f": a {type(value).__name__} is given as {keyword}=..."
+    hint = retry_object(value)
+    return f": {hint}" if hint is not None else ""
+
+
+#: The settings given by keyword, by their classes, for a value given as the transport.
+_SETTINGS_BY_KIND: Final = (
+    (RetryPolicy, "policy"), (RetryBudget, "budget"), (CircuitBreaker, "breaker"),
+    (AdaptiveThrottle, "throttle"), (Hedging, "hedging"), (Resume, "resume"),
+    (MemoryStore, "store"),
+)

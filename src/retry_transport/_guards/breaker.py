@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Final, Literal
 from .._leaves.counting import LOCK_FREE, PRUNE_AT, Tally, next_prune_at
 from .._leaves.fork import track
 from .._leaves.models import CIRCUIT_OPEN, RetryEvent
-from .._leaves.validate import check_callable, check_count, check_hooks, check_number, check_seconds
+from .._leaves.validate import (
+    check_callable,
+    check_count,
+    check_hooks,
+    check_instance,
+    check_number,
+    check_seconds,
+)
 from .._meaning.observe import Observer, learned
 from .._stores.memory import MemoryStore
 from .._wire.http import normalise, origin as origin_of
@@ -183,9 +190,8 @@ class CircuitBreaker:
         self.unclosed = 0
         self._lock = threading.Lock()
         track(self, "_lock")  # a forked child gets a new lock
-        if store is not None and not isinstance(store, MemoryStore):
-            raise ValueError(f"store must be a MemoryStore, a RedisStore or None, got {store!r}")
-        self.store = store
+        self.store: MemoryStore | None = check_instance(
+            "store", store, MemoryStore, "a MemoryStore, a RedisStore")
         # Transitions made under the lock, for the store: (origin, kind, until, break).
         self._outgoing: deque[tuple[str, str, float, float]] = deque()
         if store is not None:

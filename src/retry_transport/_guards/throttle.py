@@ -42,6 +42,7 @@ from .._leaves.models import THROTTLED, RetryEvent
 from .._leaves.validate import (
     check_callable,
     check_hooks,
+    check_instance,
     check_number,
     check_seconds,
     check_statuses,
@@ -127,11 +128,8 @@ class AdaptiveThrottle:
         self.k = check_number("k", k, low=1.0)
         self.window = check_seconds("window", window)
         self.reject_statuses = _statuses(reject_statuses)
-        if rng is None:
-            rng = random.Random()
-        elif not isinstance(rng, random.Random):
-            raise ValueError(f"rng must be a random.Random or None, got {rng!r}")
-        self.rng = rng
+        self.rng: random.Random = check_instance(
+            "rng", rng, random.Random, "a random.Random") or random.Random()
         self.clock: Callable[[], float] = check_callable("clock", clock) or time.monotonic
         self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS

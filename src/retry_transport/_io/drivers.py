@@ -240,10 +240,15 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
                 ``transport`` is not given. Anything else raises ``TypeError``.
 
         Raises:
+            TypeError: a value of the wrong kind (the message names the argument or field):
+                a string where a number goes, a ``bool`` or a float where a count goes, no
+                ``RetryPolicy`` for ``policy``, a callable of the wrong kind (``sleep``,
+                ``clock``, ``wallclock``, ``hooks``), a ``transport`` that is no transport of
+                the library and kind (a ``RetryPolicy`` given there: it says ``policy=``); or
+                an unknown keyword (another library's, such as ``max_retries=3``, with what
+                it is here: ``max_attempts=4``).
             ValueError: an invalid value (the message names the argument or field), or
                 ``transport`` is itself a retry transport.
-            TypeError: a callable of the wrong kind (``sleep``, ``clock``, ``wallclock``,
-                ``hooks``), or an unknown keyword.
         """
         _build(self, locals(), sync=True, clock=time.monotonic)
         self._sleep = sleep  # None: wait on ``_wakeup``, which close() sets

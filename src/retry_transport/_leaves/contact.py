@@ -16,7 +16,8 @@ _NAME_NOT_ASCII = (
 
 
 def check_contact(contact: object) -> str | None:
-    """The header value to send for ``contact``, or ``None``; raises ``ValueError`` if invalid.
+    """The header value to send for ``contact``, or ``None``; raises ``TypeError`` for
+    anything but a string, ``ValueError`` for an invalid one.
 
     The value returned is printable ASCII, as every HTTP header value must be: an
     internationalised domain is sent in its IDNA form (``xn--...``); an address whose local
@@ -25,7 +26,7 @@ def check_contact(contact: object) -> str | None:
     if contact is None:
         return None
     if not isinstance(contact, str):
-        raise ValueError(f"contact must be an e-mail address (a str), not {type(contact).__name__}")
+        raise TypeError(f"contact must be an e-mail address (a str), not {type(contact).__name__}")
     for char in contact:
         if unicodedata.category(char) == "Cc":
             raise ValueError(

@@ -1,10 +1,13 @@
 """The checks every constructor shares: one statement of "a number of seconds", of "a count",
-of "a callable", of "hooks", of the header names HTTP keeps for itself.
+of "a flag", of "an instance of", of "a callable", of "hooks", of "a set of statuses", of the
+header names HTTP keeps for itself.
 
 Each check returns the value as it is kept, or raises naming the argument, so that a bad
 configuration fails where it is written, never on the first request: ``TypeError`` for a
-callable of the wrong kind (not callable at all, or async where a plain function is called),
-``ValueError`` for a wrong value.
+value of the wrong kind (a string where a number goes, a ``bool`` or a float where a count
+goes, anything but ``True`` or ``False`` for a flag, a callable of the wrong kind),
+``ValueError`` for a value of the right kind that is wrong (out of range, not finite, not a
+token).
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ __all__ = [
     "check_flag",
     "check_header_name",
     "check_hooks",
+    "check_instance",
     "check_number",
     "check_seconds",
     "check_statuses",
     "function_kind",
     "is_async_function",
     "is_number",
+    "is_real",
 ]
 
 #: The longest time any option may name, in seconds (about 31 years): far beyond any sane
@@ -40,9 +45,15 @@ __all__ = [
 MAX_SECONDS: Final = 1e9
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 #: RFC 9110 section 5.6.2: ``token = 1*tchar``, the form of a header name and a method.
 TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def is_real(value: object) -> bool:
+    """An int or a float, never a bool: the kind a number of seconds or of tokens is."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def is_number(value: object) -> TypeGuard[float]:
@@ -55,6 +66,11 @@ def is_number(value: object) -> TypeGuard[float]:
     return math.isfinite(value)
 
 
+def _kind(value: object) -> str:
+    """What a refused value is, for a ``TypeError``: its repr and its type's name."""
+    return f"{value!r} (a {type(value).__name__})"
+
+
 def check_seconds(
     name: str, value: object, *, zero: bool = False, high: float = MAX_SECONDS,
     or_none: bool = False,
@@ -63,11 +79,12 @@ def check_seconds(
 
     ``or_none``: the caller takes ``None`` too (and checks it first), so the message says so.
     """
-    if not is_number(value) or not (
-        (0 <= value if zero else 0 < value) and value <= high
-    ):
-        low = ">= 0" if zero else "> 0"
-        alternative = ", or None" if or_none else ""
+    low = ">= 0" if zero else "> 0"
+    alternative = ", or None" if or_none else ""
+    if not is_real(value):
+        raise TypeError(f"{name} must be a number of seconds (an int or a float){alternative}, "
+                        f"got {_kind(value)}")
+    if not is_number(value) or not ((0 <= value if zero else 0 < value) and value <= high):
         raise ValueError(
             f"{name} must be a number of seconds {low} and <= {high:g}{alternative}, "
             f"got {value!r}"
@@ -79,6 +96,8 @@ def check_number(
     name: str, value: object, *, low: float, high: float = math.inf, open_low: bool = False
 ) -> float:
     """A finite number in ``[low, high]`` (``(low, high]`` with ``open_low``)."""
+    if not is_real(value):
+        raise TypeError(f"{name} must be a number (an int or a float), got {_kind(value)}")
     if not is_number(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     number = float(value)
@@ -89,17 +108,31 @@ def check_number(
     return number
 
 
-def check_count(name: str, value: object, *, low: int = 1) -> int:
-    """An integer (not a bool) ``>= low``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+def check_count(name: str, value: object, *, low: int = 1, high: int | None = None,
+                what: str = "an integer") -> int:
+    """An int (never a bool, nor a float, even a whole one) in ``low..high``; ``what`` names
+    the kind in the messages (``"a number of bytes"``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be {what} (an int), got {_kind(value)}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"from {low} to {high}"
+        raise ValueError(f"{name} must be {what} {bound}, got {value!r}")
     return value
 
 
 def check_flag(name: str, value: object) -> bool:
-    """``True`` or ``False`` (not merely truthy)."""
+    """``True`` or ``False`` (not merely truthy: ``1`` and ``"yes"`` are ``TypeError``)."""
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise TypeError(f"{name} must be True or False, got {_kind(value)}")
+    return value
+
+
+def check_instance(name: str, value: object, kind: type[_T], spelt: str, *,
+                   hint: str = "") -> _T | None:
+    """An instance of ``kind`` (spelt ``spelt``, such as ``"a CircuitBreaker"``) or
+    ``None``; anything else is a ``TypeError`` naming the argument (and ``hint``)."""
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"{name} must be {spelt} or None, got {_kind(value)}{hint}")
     return value
 
 
@@ -254,12 +287,14 @@ def check_header_name(name: str, value: object, refused: Mapping[str, str], *, w
                       example: str, or_none: bool = False) -> str | None:
     """A header name of the caller's own for the argument ``name``, as given: a token, never
     one of ``refused`` (lower-case name -> what it is), since ``why``; ``None`` too with
-    ``or_none``. A ``ValueError`` names the argument and, for a refused name, suggests
-    ``example``."""
+    ``or_none``. Anything but a string is a ``TypeError``; a ``ValueError`` names the
+    argument and, for a refused name, suggests ``example``."""
     if value is None and or_none:
         return None
-    if not isinstance(value, str) or not TOKEN.fullmatch(value):
-        spelt = "a header name or None" if or_none else "a header name"
+    spelt = "a header name or None" if or_none else "a header name"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {spelt} (a str), got {_kind(value)}")
+    if not TOKEN.fullmatch(value):
         raise ValueError(f"{name} must be {spelt}, got {value!r}")
     role = refused.get(value.lower())
     if role is not None:
@@ -273,12 +308,15 @@ def check_header_name(name: str, value: object, refused: Mapping[str, str], *, w
 def check_statuses(name: str, value: object, low: int = 100, high: int = 599,
                    why: str = "") -> frozenset[int]:
     """A set of HTTP status codes for the argument ``name``, from any iterable of integers
-    in ``low..high`` (``why``: the reason for a narrower range, said when one is out)."""
+    in ``low..high`` (``why``: the reason for a narrower range, said when one is out). A
+    string, a lone number or an item that is no int is a ``TypeError``."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ValueError(f"{name} must be a set of status codes, got {value!r}")
+        raise TypeError(f"{name} must be a set of status codes (ints), got {_kind(value)}")
     items = list(value)
     for status in items:
-        if isinstance(status, bool) or not isinstance(status, int) or not low <= status <= high:
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise TypeError(f"{name} must hold status codes (ints), got {_kind(status)}")
+        if not low <= status <= high:
             raise ValueError(
                 f"{name} must hold status codes (integers in {low}..{high}{why}), got {status!r}"
             )

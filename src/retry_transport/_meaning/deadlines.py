@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
-from .._leaves.validate import MAX_SECONDS, is_number
+from .._leaves.validate import MAX_SECONDS, is_number, is_real
 
 __all__ = ["Scope", "current", "deadline", "fresh", "time_left"]
 
@@ -74,6 +74,9 @@ def time_left() -> float | None:
 
 
 def _seconds(seconds: object) -> float:
+    if not is_real(seconds):
+        raise TypeError(f"seconds must be a number (an int or a float), got {seconds!r} "
+                        f"(a {type(seconds).__name__})")
     if not is_number(seconds) or not 0 < seconds <= MAX_SECONDS:
         raise ValueError(
             f"seconds must be a finite number > 0 and at most {MAX_SECONDS:g}, got {seconds!r}"
@@ -100,7 +103,8 @@ class deadline:  # a context manager named as a function, like contextlib's
 
     Raises:
         ValueError: ``seconds`` is not a finite number > 0 (and at most 1e9).
-        TypeError: ``clock`` is not callable.
+        TypeError: ``seconds`` is no number (a string, ``None``, a bool), or ``clock`` is
+            not callable.
     """
 
     __slots__ = ("clock", "seconds")

@@ -9,17 +9,19 @@ import random
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, NoReturn, get_args
 
 from .._leaves.validate import (
     HTTP_FIELDS,
     TOKEN,
+    check_count,
     check_flag,
     check_header_name,
     check_seconds,
     check_statuses,
     is_async_function,
 )
+from .peers import peer_hint
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",
@@ -78,7 +80,12 @@ class RetryPolicy:
     """What to retry, how often, and how long to wait. All times are in seconds.
 
     Every field can also be given as a keyword to the transports, and per request through
-    ``extensions={"retry": {...}}``. Invalid values raise ``ValueError`` naming the field.
+    ``extensions={"retry": {...}}``. A value of the wrong kind raises ``TypeError`` naming
+    the field (a string where a number goes, a ``bool`` or a float where a count goes,
+    anything but ``True`` or ``False`` for a flag), a wrong value ``ValueError``. An unknown
+    field is a ``TypeError`` as a keyword (here, to :meth:`replace` and to the transports)
+    and a ``ValueError`` in a per-request mapping; either says what another library's name
+    is here (``max_retries=3``: ``max_attempts=4``) or the nearest field.
 
     Attributes:
         max_attempts: attempts in total, the first one included. Default 3.
@@ -195,16 +202,15 @@ class RetryPolicy:
         respect_rate_limits: bool = True,
         unapplied_statuses: Iterable[int] = frozenset(),
         retry_if: RetryPredicate | None = None,
+        **unknown: NoReturn,
     ) -> None:
-        """Validate the fields (see the class docstring); the collections become frozensets."""
+        """Validate the fields (see the class docstring); the collections become frozensets.
+        Any other keyword is refused (typed ``NoReturn``, so that a type checker refuses it
+        too), saying what it is here when another library spells a field so."""
+        if unknown:
+            raise TypeError(f"RetryPolicy() got {unknown_keywords(unknown, FIELDS)}")
         set_ = object.__setattr__  # the dataclass is frozen
-        if (
-            isinstance(max_attempts, bool)
-            or not isinstance(max_attempts, int)
-            or max_attempts < 1
-        ):
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
-        set_(self, "max_attempts", max_attempts)
+        set_(self, "max_attempts", check_count("max_attempts", max_attempts))
         set_(self, "retry_statuses", _statuses(retry_statuses))
         set_(self, "retry_methods", _methods(retry_methods))
         set_(self, "idempotency_header", _idempotency_header(idempotency_header))
@@ -216,7 +222,11 @@ class RetryPolicy:
                 f"({max_delay!r}): the first backoff step is capped by the largest; raise "
                 "max_delay too"
             )
-        if not isinstance(jitter, str) or jitter not in _JITTERS:
+        if not isinstance(jitter, str):
+            # backoff's jitter=backoff.full_jitter is a function: the name is the same
+            hint = ' (jitter="full" draws each wait at random)' if callable(jitter) else ""
+            raise TypeError(f"jitter must be one of {sorted(_JITTERS)}, got {jitter!r}{hint}")
+        if jitter not in _JITTERS:
             raise ValueError(f"jitter must be one of {sorted(_JITTERS)}, got {jitter!r}")
         set_(self, "jitter", jitter)
         for name, flag in (("respect_retry_after", respect_retry_after),
@@ -227,16 +237,10 @@ class RetryPolicy:
         set_(self, "max_retry_after", _number("max_retry_after", max_retry_after))
         set_(self, "deadline", None if deadline is None
              else check_seconds("deadline", deadline, or_none=True))
-        buffer = max_body_buffer
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
-            raise ValueError(f"max_body_buffer must be a number of bytes >= 0, got {buffer!r}")
-        set_(self, "max_body_buffer", buffer)
-        verdict = should_retry_header
-        if verdict is not None and (not isinstance(verdict, str) or not TOKEN.fullmatch(verdict)):
-            raise ValueError(
-                f"should_retry_header must be a header name or None, got {verdict!r}"
-            )
-        set_(self, "should_retry_header", verdict)
+        set_(self, "max_body_buffer", check_count("max_body_buffer", max_body_buffer, low=0,
+                                                  what="a number of bytes"))
+        set_(self, "should_retry_header", check_header_name(
+            "should_retry_header", should_retry_header, {}, why="", example="", or_none=True))
         set_(self, "unapplied_statuses", check_statuses("unapplied_statuses", unapplied_statuses))
         if retry_if is not None and (not callable(retry_if) or is_async_function(retry_if)):
             raise TypeError(
@@ -258,24 +262,28 @@ class RetryPolicy:
         return f"RetryPolicy({', '.join(shown)})"
 
     def replace(self, **changes: Any) -> RetryPolicy:
-        """Return a copy with some fields changed; an unknown field raises ``ValueError``."""
-        unknown = sorted(set(changes) - FIELDS)
-        if unknown:
-            raise ValueError(
-                f"unknown retry policy field(s): {', '.join(unknown)}"
-                f"{did_you_mean(unknown, FIELDS)}; known fields: {', '.join(sorted(FIELDS))}"
-            )
+        """Return a copy with some fields changed; an unknown field raises ``TypeError``, as
+        an unexpected keyword does, saying what it is here."""
+        if not changes.keys() <= FIELDS:
+            unknown = {name: value for name, value in changes.items() if name not in FIELDS}
+            raise TypeError(f"replace() got {unknown_keywords(unknown, FIELDS)}")
         return dataclasses.replace(self, **changes)
 
     def with_override(self, override: object) -> RetryPolicy:
-        """Apply a per-request override: a ``RetryPolicy`` or a mapping of fields."""
+        """Apply a per-request override: a ``RetryPolicy`` or a mapping of fields (an unknown
+        one is a ``ValueError``: the mapping is the extension's value)."""
         if isinstance(override, RetryPolicy):
             return override
         if isinstance(override, Mapping):
             if not all(isinstance(key, str) for key in override):
-                raise ValueError(f"retry override keys must be field names, got {override!r}")
-            return self.replace(**override)
-        raise ValueError(
+                raise TypeError(f"retry override keys must be field names, got {override!r}")
+            if not override.keys() <= FIELDS:
+                unknown = {name: value for name, value in override.items()
+                           if name not in FIELDS}
+                said = unknown_keywords(unknown, FIELDS, "field")
+                raise ValueError(f"extensions['retry'] has {said}")
+            return dataclasses.replace(self, **override)
+        raise TypeError(
             "extensions['retry'] must be a RetryPolicy, a mapping of policy fields, "
             f"True or False, got {override!r}"
         )
@@ -284,6 +292,30 @@ class RetryPolicy:
 def qualified_name(function: object) -> str:
     """A callable's qualified name (its type's, for an object without one)."""
     return getattr(function, "__qualname__", None) or type(function).__qualname__
+
+
+def unknown_keywords(unknown: Mapping[str, object], known: Iterable[str],
+                     noun: str = "keyword argument", listing: str | None = None) -> str:
+    """What to say of unknown keywords (``name -> value``): ``"an unexpected keyword
+    argument 'max_retries' (the OpenAI and Anthropic SDKs'...): ... max_attempts=4"``,
+    each with what another library's name is here (:func:`~.peers.peer_hint`) or the
+    nearest ``known`` name; ``listing`` (default: the policy's fields) follows when one has
+    neither."""
+    said = []
+    lost = False
+    for name, value in sorted(unknown.items()):
+        hint = peer_hint(name, value)
+        near = "" if hint is not None else did_you_mean([name], known)
+        lost = lost or (hint is None and not near)
+        said.append(f"{name!r} {hint}" if hint is not None else f"{name!r}{near}")
+    if len(said) == 1:
+        spelt = f"an unexpected {noun} {said[0]}"
+    else:
+        spelt = f"unexpected {noun}s:" + "".join(f"\n  {line}" for line in said)
+    if lost:
+        spelt += listing if listing is not None else (
+            f"{chr(10) if len(said) > 1 else '; '}known fields: {', '.join(sorted(FIELDS))}")
+    return spelt
 
 
 def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
@@ -308,10 +340,12 @@ def _statuses(value: Iterable[int]) -> frozenset[int]:
 
 def _methods(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise ValueError(f"retry_methods must be a set of method names, got {value!r}")
+        raise TypeError(f"retry_methods must be a set of method names (strs), got {value!r}")
     result = set()
     for method in value:
-        if not isinstance(method, str) or not TOKEN.fullmatch(method):
+        if not isinstance(method, str):
+            raise TypeError(f"retry_methods must hold method names (strs), got {method!r}")
+        if not TOKEN.fullmatch(method):
             raise ValueError(f"retry_methods must hold method tokens, got {method!r}")
         result.add(method.upper())
     return frozenset(result)

@@ -148,6 +148,8 @@ class RedisStore(MemoryStore):
     Raises:
         ImportError: the ``redis`` package is missing (``pip install
             'retry-transport[redis]'``).
+        TypeError: an argument of the wrong kind (the message names it): a ``url`` or a
+            ``prefix`` that is no string, a number of seconds that is no number.
         ValueError: an invalid argument (the message names it), such as a ``redis://``
             URL whose database is not a number (``/abc``, which redis-py reads as 0).
     """
@@ -170,10 +172,13 @@ class RedisStore(MemoryStore):
             raise ImportError(
                 "RedisStore needs the redis package: pip install 'retry-transport[redis]'"
             ) from None
-        if not isinstance(url, str) or not url.strip():
+        for name, value in (("url", url), ("prefix", prefix)):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {value!r} (a {type(value).__name__})")
+        if not url.strip():
             raise ValueError(f"url must be a Redis URL, got {url!r}")
         _check_database(url)
-        if not isinstance(prefix, str) or not prefix:
+        if not prefix:
             raise ValueError(f"prefix must be a non-empty string, got {prefix!r}")
         self.socket_timeout = check_seconds("socket_timeout", socket_timeout, high=3600)
         self.connect_timeout = check_seconds("connect_timeout", connect_timeout, high=3600)
