@@ -4,10 +4,10 @@ benchmarks/overhead.py measures the cost of the layer; these tests pin down, thr
 public API, the reasons it is cheap, so that a change that quietly gives one up fails here
 rather than only showing up as a slower benchmark:
 
-* a first-attempt success reads nothing of the response but its status and its header
+* a first-attempt success reads nothing of the response but its status, its header
   names (no value decoded, no body, no Retry-After parsing; each name searched for
-  ``ratelimit`` once per process, then looked up) and hands the inner transport's response
-  object over;
+  ``ratelimit`` once per process, then looked up) and its stream's class (a body in memory
+  is handed over as it is), and hands the inner transport's response object over;
 * a closed circuit breaker counts a success in the current bucket without its lock and
   without keeping memory for it, and a request's origin is spelt out once;
 * every first-attempt success (and every first-attempt final failure) of one transport
@@ -37,10 +37,12 @@ URL = "https://api.example.com/items"
 
 #: What a driver may touch on a response it hands over after one attempt: the status to
 #: decide, the headers (one pass over the raw list, for rate-limit headers and the server's
-#: verdict), the extensions to attach the RetryInfo.
-ALLOWED_ON_SUCCESS = {"status_code", "headers", "extensions"}
-#: ... and without rate-limit pacing, on a success: the status and the extensions alone.
-ALLOWED_WITHOUT_PACING = {"status_code", "extensions"}
+#: verdict), the extensions to attach the RetryInfo, the stream to tell a body in memory
+#: (handed over as it is) from a streamed one (which may need a hint, ``_call/hints.py``).
+ALLOWED_ON_SUCCESS = {"status_code", "headers", "extensions", "stream"}
+#: ... and without rate-limit pacing, on a success: the status, the extensions and the
+#: stream alone.
+ALLOWED_WITHOUT_PACING = {"status_code", "extensions", "stream"}
 
 
 class Recording:

@@ -227,8 +227,17 @@ ROWS: list[tuple[str, str, object, type[Exception]]] = [
 
 
 def _id(row: tuple[str, str, object, type[Exception]]) -> str:
+    """A row's test id, the same in every process (no object's address in it)."""
     maker, name, value, error = row
-    return f"{maker}-{name}={value!r}-{error.__name__}"[:80]
+    def show(value: object) -> str:
+        if isinstance(value, list):
+            return "[" + ", ".join(map(show, value)) + "]"
+        if isinstance(value, (type(None), bool, int, float, str, bytes, dict)):
+            return repr(value)
+        return getattr(value, "__name__", None) or type(value).__name__
+
+    shown = show(value)
+    return f"{maker}-{name}={shown}-{error.__name__}"[:80]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[_id(row) for row in ROWS])

@@ -62,6 +62,65 @@ def test_off_by_default_the_body_error_reaches_the_caller(harness: Harness) -> N
     assert count == [1]
 
 
+def _notes(exc: BaseException) -> list[str]:
+    return [note for note in getattr(exc, "__notes__", []) if "retry-transport" in note]
+
+
+@pytest.mark.parametrize("how", ["quick", "after a retry", "hedged"])
+def test_off_a_body_error_says_what_would_have_retried_it(harness: Harness, how: str) -> None:
+    """Off, a body error a retry could fix carries the request's metadata and a note naming
+    retry_body_errors=True, however the answer came: at once, after a retry, from a
+    hedged try. Nothing more is sent."""
+    answers = [(200, [b"par"], httpx.ReadError("reset"))]
+    if how == "after a retry":
+        answers.insert(0, (503, [b"busy"], None))
+    log: list[str] = []
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status, chunks, error = answers[len(seen)]
+        seen.append(request)
+        return httpx.Response(status, stream=body(chunks, error, log))
+
+    kwargs = {"hedging": rt.Hedging(5.0)} if how == "hedged" else {}
+    with pytest.raises(httpx.ReadError) as caught:
+        harness.send(harness.transport(handler, **kwargs))
+    said = _notes(caught.value)
+    assert len(said) == 1 and "retry_body_errors=True would have retried" in said[0]
+    assert "resume=" not in said[0]  # no ETag
+    info = rt.retry_info(caught.value)
+    assert info is not None and [a.status for a in info.history] == [s for s, _, _ in answers]
+    assert len(seen) == len(answers)
+
+
+@pytest.mark.parametrize("extensions", [{"retry": False}, {"retry": {"max_attempts": 1}}])
+def test_no_note_where_no_retry_was_possible(harness: Harness,
+                                             extensions: dict[str, object]) -> None:
+    """Retries off for the request, or no attempt left: the error as it came."""
+    handler, log, count = bodies(([b"par"], httpx.ReadError("reset")), ([b"full"], None))
+    with pytest.raises(httpx.ReadError) as caught:
+        harness.send(harness.transport(handler), extensions=extensions)
+    assert _notes(caught.value) == [] and rt.retry_info(caught.value) is None
+
+
+def test_a_body_in_memory_is_handed_over_untouched(harness: Harness) -> None:
+    """A body already in memory cannot break: the very stream the inner transport gave."""
+    streams: list[object] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = httpx.Response(200, content=b"whole")
+        streams.append(response.stream)
+        return response
+
+    transport = harness.transport(handler)
+    request = httpx.Request("GET", "https://api.example.com/items")
+    if isinstance(transport, rt.RetryTransport):
+        response = transport.handle_request(request)
+    else:
+        response = harness.run(transport.handle_async_request, request)
+    assert response.stream is streams[0]
+
+
 def test_body_error_is_retried(harness: Harness) -> None:
     """With the option, a connection dropped mid-body is retried like any transient error."""
     handler, log, count = bodies(([b"par"], httpx.ReadError("reset")), ([b"full ", b"body"], None))

@@ -239,7 +239,11 @@ def test_a_header_that_cannot_be_read_hands_the_response_over_unresumed(
         read(harness, harness.transport(handler, resume=rt.Resume()))
     assert b"".join(read.partial) == DATA[:3000]  # type: ignore[attr-defined]
     assert len(requests) == 1
-    assert not getattr(caught.value, "__notes__", None)
+    # as without resume: no resumption's note; only the hint of what would have retried it
+    notes = getattr(caught.value, "__notes__", [])
+    assert [note.split("; ")[1] for note in notes] == [
+        "retry_body_errors=True would have retried the request (the body is then read before "
+        "it is handed over, up to max_body_buffer=10485760 bytes)"]
     assert stream.closed
 
 
@@ -440,11 +444,14 @@ def test_the_deadline_bounds_resumption(harness: Harness) -> None:
 
 
 def test_without_resume_a_break_ends_the_body_as_before(harness: Harness) -> None:
+    """Nothing more is sent, and the error is the break's; its note says that Resume()
+    would have resumed the body."""
     server = RangeServer(cuts=(5000,))
     with pytest.raises(httpx.ReadError) as caught:
         read(harness, harness.transport(server))
     assert len(server.requests) == 1
-    assert not getattr(caught.value, "__notes__", None)
+    notes = getattr(caught.value, "__notes__", [])
+    assert len(notes) == 1 and "resume=Resume() would have resumed the body" in notes[0]
 
 
 @table("method, headers, extensions", [

@@ -59,6 +59,8 @@ class _Common:
     #: Whether no request was handled yet: the first one's library is checked, then this
     #: is False, so the success path checks nothing.
     _untried: bool = True
+    #: The flavour's in-memory body class: a body of another is handed over streamed.
+    _memory: type[Any]
     #: The clock attempts' latencies are timed with, and where they are recorded.
     _lap: Callable[[], float]
     _record: Callable[[str, float, float], None]

@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from .._call.hedged_call import HedgedCall
+from .._call.hints import body_hint
 from .._call.resumption import resumption
 from .._wire.http import origin as origin_of
-from ._sync_resume import sync_resuming
+from ._sync_resume import SyncResuming, sync_resuming
 from ._common import _Common
-from .bodies import buffer
+from .bodies import buffer, noted
 
 if TYPE_CHECKING:
     from .._call.core import RetryCall
@@ -65,6 +66,8 @@ class SyncLoop(_Common):
                 if done is not None:
                     if controller.resume is not None:
                         self._resumable(call, done)
+                    if type(done.stream) is not self._memory:
+                        self._hint(call, request, stream, done)
                     return done
             while True:
                 if wait is not None:
@@ -96,10 +99,14 @@ class SyncLoop(_Common):
                         if done is not None:
                             if controller.resume is not None:
                                 self._resumable(cast(HedgedCall, call), done)
+                            if type(done.stream) is not self._memory:
+                                self._hint(call, request, stream, done)
                             return done
                         continue
                 if call is None:
                     if controller.quick.ends(request, response):
+                        if type(response.stream) is not self._memory:  # streamed
+                            self._hint(None, request, stream, response)
                         return response
                     call = self._begin(request, stream, closes)
                 elif call.policy.retry_body_errors:
@@ -114,6 +121,8 @@ class SyncLoop(_Common):
                 if wait is None:
                     if controller.resume is not None:
                         self._resumable(call, response)
+                    if type(response.stream) is not self._memory:
+                        self._hint(call, request, stream, response)
                     return response
                 self._discard(call, response)
         except BaseException:
@@ -133,6 +142,18 @@ class SyncLoop(_Common):
             raise
         if state is not None:
             response.stream = sync_resuming(self._flavour)(self, state, response.stream)
+
+    def _hint(self, call: RetryCall | None, request: Request, stream: object,
+              response: Response) -> None:
+        """A body handed over as a stream, whose break would reach the caller unretried:
+        when ``retry_body_errors`` or ``resume`` would have saved it and neither does, it
+        is wrapped, so that a break a retry could fix carries the request's metadata and a
+        note naming the option (``_call/hints.py``). A body that resumes itself is left."""
+        if isinstance(response.stream, SyncResuming):
+            return
+        hint = body_hint(self._controller, call, request, stream, response)
+        if hint is not None:
+            response.stream = noted(self._flavour, self._sync)(response.stream, hint)
 
     def _read_body(self, call: RetryCall, response: Response) -> float | None:
         """Read ``response``'s body into memory when ``call`` asks (``retry_body_errors``):

@@ -1,16 +1,20 @@
 """Response bodies inside the retry loop: buffering a body to hand over, draining a
-discarded one so its connection can be reused, closing one even while cancelled."""
+discarded one so its connection can be reused, closing one even while cancelled; and a
+streamed body handed over with a hint (:func:`noted`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, ClassVar
 
 import anyio
 
 from .._call.core import DRAIN_MAX_SECONDS
+from .._call.hints import BodyHint
 from .._leaves.flavour import Flavour, Response
 
-__all__ = ["abuffer", "aclose", "adrain", "buffer", "drain"]
+__all__ = ["abuffer", "aclose", "adrain", "buffer", "drain", "noted"]
 
 
 def buffer(response: Response, limit: int, flavour: Flavour) -> bool:
@@ -80,3 +84,57 @@ async def aclose(response: Response, flavour: Flavour) -> None:
         return
     with anyio.CancelScope(shield=True):
         await response.aclose()
+
+
+class _SyncNoted:
+    """A streamed body that ``retry_body_errors`` or ``resume`` would have saved, handed
+    over as it is: the stream's chunks, re-yielded; a break gets what the hint says
+    (:meth:`BodyHint.notice`). Mixed into the flavour's stream class by :func:`noted`."""
+
+    __slots__ = ("_hint", "_stream")
+    _flavour: ClassVar[Flavour]
+
+    def __init__(self, stream: Any, hint: BodyHint) -> None:
+        self._stream = stream
+        self._hint = hint
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._stream
+        except Exception as exc:
+            self._hint.notice(exc, self._flavour)
+            raise
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _AsyncNoted:
+    """The async twin of :class:`_SyncNoted`."""
+
+    __slots__ = ("_hint", "_stream")
+    _flavour: ClassVar[Flavour]
+
+    def __init__(self, stream: Any, hint: BodyHint) -> None:
+        self._stream = stream
+        self._hint = hint
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._stream:
+                yield chunk
+        except Exception as exc:
+            self._hint.notice(exc, self._flavour)
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+@functools.cache
+def noted(flavour: Flavour, sync: bool) -> type[_SyncNoted] | type[_AsyncNoted]:
+    """The wrapper of a streamed body handed over with a hint, as a stream of ``flavour``'s
+    own class (a response's ``iter_raw()`` / ``aiter_raw()`` accepts no other)."""
+    mixin, base = ((_SyncNoted, flavour.sync_byte_stream) if sync
+                   else (_AsyncNoted, flavour.async_byte_stream))
+    return type(mixin.__name__.lstrip("_"), (mixin, base), {"_flavour": flavour})

@@ -72,6 +72,7 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     # tell an attempt waiting for a connection from one on the wire (``AsyncHedger``).
     driver._pooled = not sync and isinstance(transport, cast(type, flavour.async_transport))
     driver._untried = True
+    driver._memory = flavour.byte_stream
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
 
