@@ -177,9 +177,10 @@ def test_a_per_request_override_says_the_same_as_a_value_error() -> None:
 def test_a_setting_given_as_the_transport_names_its_keyword(value: object, keyword: str) -> None:
     """``RetryTransport(rt.RetryPolicy(...))``: the first argument is the transport to
     wrap; the error says which keyword takes the value."""
-    with pytest.raises(TypeError, match=f"is given as {keyword}="):
+    said = f"got a {type(value).__name__}: give it as {keyword}="
+    with pytest.raises(TypeError, match=said):
         rt.RetryTransport(value)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=f"is given as {keyword}="):
+    with pytest.raises(TypeError, match=said):
         rt.AsyncRetryTransport(value)  # type: ignore[arg-type]
 
 

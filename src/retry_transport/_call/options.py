@@ -308,23 +308,22 @@ def configure(flavour: Flavour, values: Mapping[str, Any], *, sync: bool,
     if not isinstance(transport, base):
         raise TypeError(
             f"transport must be {'a sync' if sync else 'an'} {flavour.name}."
-            f"{base.__name__} (the transport to wrap), got {transport!r}"
-            + _not_a_transport(transport, sync=sync)
+            f"{base.__name__} (the transport to wrap), got {_not_a_transport(transport, sync)}"
         )
     return policy, settings, transport
 
 
-def _not_a_transport(value: object, *, sync: bool) -> str:
-    """What a value given as the inner transport was meant as: a transport of the other
-    kind, a setting of the retry transport's own (given positionally), another library's
-    ``Retry``; ``""`` when it cannot be told."""
+def _not_a_transport(value: object, sync: bool) -> str:
+    """A value given as the inner transport, and what it was meant as: a transport of the
+    other kind, a setting of the retry transport's own given first (named by its class
+    alone: its repr would bury the keyword), another library's ``Retry``."""
     if hasattr(value, "handle_async_request" if sync else "handle_request"):
-        return f": use {'AsyncRetryTransport' if sync else 'RetryTransport'}"
+        return f"{value!r}: use {'AsyncRetryTransport' if sync else 'RetryTransport'}"
     for kind, keyword in _SETTINGS_BY_KIND:
         if isinstance(value, kind):
-            return f": a {type(value).__name__} is given as {keyword}=..."
+            return f"a {type(value).__name__}: give it as {keyword}="
     hint = retry_object(value)
-    return f": {hint}" if hint is not None else ""
+    return f"{value!r}" + (f": {hint}" if hint is not None else "")
 
 
 #: The settings given by keyword, by their classes, for a value given as the transport.

@@ -309,12 +309,12 @@ def unknown_keywords(unknown: Mapping[str, object], known: Iterable[str],
         lost = lost or (hint is None and not near)
         said.append(f"{name!r} {hint}" if hint is not None else f"{name!r}{near}")
     if len(said) == 1:
-        spelt = f"an unexpected {noun} {said[0]}"
-    else:
-        spelt = f"unexpected {noun}s:" + "".join(f"\n  {line}" for line in said)
+        spelt, separator = f"an unexpected {noun} {said[0]}", "; "
+    else:  # one line each
+        spelt, separator = f"unexpected {noun}s:" + "".join(f"\n  {line}" for line in said), "\n"
     if lost:
         spelt += listing if listing is not None else (
-            f"{chr(10) if len(said) > 1 else '; '}known fields: {', '.join(sorted(FIELDS))}")
+            f"{separator}known fields: {', '.join(sorted(FIELDS))}")
     return spelt
 
 
