@@ -512,6 +512,54 @@ def test_a_sync_request_interrupted_leaves_no_answer_open(
     assert thread_deaths == []
 
 
+@pytest.mark.parametrize("line", ["worker.jobs.put(job)", "thread.start()"])
+def test_close_returns_after_an_interrupt_as_an_attempt_was_handed_to_a_worker(
+        line: str) -> None:
+    """An interrupt (a signal handler's exception) may land between any two lines of the
+    caller's thread: one that lands as a hedged request's first attempt is handed to an
+    idle worker (taken from the idle list, given nothing), or as a new worker's thread
+    starts, leaves no worker that ``close()`` waits for in vain."""
+    import inspect
+    import sys
+    import types
+
+    from retry_transport._io import hedge_loops as _hedge_loops
+
+    source, first = inspect.getsourcelines(_hedge_loops.Workers.submit)
+    target = first + next(n for n, text in enumerate(source) if text.strip() == line)
+    code = _hedge_loops.Workers.submit.__code__
+    armed = [line == "thread.start()"]  # a new worker's start: the first request's
+
+    def local(frame: types.FrameType, event: str, arg: object) -> Any:
+        if event == "line" and frame.f_lineno == target and armed[0]:
+            armed[0] = False
+            raise Interrupt
+        return local
+
+    def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
+        return local if frame.f_code is code else None
+
+    transport = rt.RetryTransport(httpx.MockTransport(lambda request: httpx.Response(200)),
+                                  hedging=rt.Hedging(DELAY))
+    with httpx.Client(transport=transport) as client:
+        if not armed[0]:
+            assert client.get(URL).status_code == 200  # a worker, idle once it is done
+            armed[0] = True
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(Interrupt):
+                client.get(URL)
+        finally:
+            sys.settrace(None)
+        assert not armed[0]
+        closing = threading.Thread(target=transport.close, daemon=True)
+        closing.start()
+        closing.join(5.0)  # a safety net: a worker waiting for nothing would hold it for good
+        assert not closing.is_alive()
+    assert not [t for t in threading.enumerate()
+                if t.name.startswith("retry-transport-hedge") and t.is_alive()]
+
+
 def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from retry_transport._io import hedge_loops as _hedge_loops

@@ -58,14 +58,18 @@ Ended = tuple[Response | None, float | None]
 
 
 class _Worker:
-    """One worker thread: it waits on its own lock for the next job (``None``: stop)."""
+    """One worker thread: it waits on its own queue for the next job (``None``: stop).
 
-    __slots__ = ("job", "thread", "wake")
+    A queue, not a lock released to wake it: handing a job over is one call, and
+    :meth:`Workers.close` can tell every worker to stop by putting ``None`` in its queue,
+    whatever state an interrupted caller left it in (taken from the idle list and given no
+    job yet, a job given and not yet taken): each one stops once it has run what it was
+    given, and none waits for a job that will never come."""
+
+    __slots__ = ("jobs", "thread")
 
     def __init__(self) -> None:
-        self.job: Callable[[], object] | None = None
-        self.wake = threading.Lock()
-        self.wake.acquire()  # released to hand it a job
+        self.jobs: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
 
 
@@ -73,10 +77,9 @@ def _serve(owner: weakref.ref[Workers], worker: _Worker) -> None:
     """A worker thread's loop: run each job handed over, until told to stop. It holds its
     :class:`Workers` only while it files itself back, so that a transport dropped without
     ``close()`` is collected and its idle threads stopped (``_stop_idle``)."""
-    wake = worker.wake
+    jobs = worker.jobs
     while True:
-        wake.acquire()
-        job, worker.job = worker.job, None
+        job = jobs.get()
         if job is None:
             return
         done = False
@@ -97,7 +100,7 @@ def _stop_idle(idle: list[_Worker], lock: threading.Lock) -> None:
     with lock:
         stopping, idle[:] = list(idle), []
     for worker in stopping:
-        worker.wake.release()
+        worker.jobs.put(None)
 
 
 class Workers:
@@ -105,10 +108,11 @@ class Workers:
     (at most :data:`HEDGE_WORKERS`), idle ones reused.
 
     A worker is reserved before an attempt is made ready for it (:meth:`reserve`), so that
-    an attempt never waits in a queue. A job is handed to an idle worker by releasing the
-    lock it waits on: no future, no queue. :meth:`close` waits for the attempts still
-    running and stops the threads; the tries under way then start no more attempts, and a
-    request made afterwards (httpx's own transports may be used again) starts new threads.
+    an attempt never waits in a queue of jobs: each is handed to an idle worker (or a new
+    one) of its own, through the worker's queue, with no future. :meth:`close` waits for
+    the attempts still running and stops the threads; the tries under way then start no
+    more attempts, and a request made afterwards (httpx's own transports may be used
+    again) starts new threads.
     A transport dropped without ``close()`` leaves no thread behind either: once it is
     collected, its idle workers stop."""
 
@@ -157,10 +161,9 @@ class Workers:
                 thread = worker.thread = threading.Thread(
                     target=_serve, args=(weakref.ref(self), worker), daemon=True,
                     name=f"retry-transport-hedge-{len(self._all)}")
-            worker.job = job
+            worker.jobs.put(job)
         if thread is not None:
             thread.start()
-        worker.wake.release()
         return True
 
     def _back(self, worker: _Worker, done: bool) -> bool:
@@ -178,16 +181,17 @@ class Workers:
     def close(self) -> None:
         """Stop the workers, once the attempts they run have ended."""
         with self._lock:
-            workers, idle = list(self._all), list(self._idle)
+            workers = list(self._all)
             self._all.clear()
             self._idle.clear()
             self.generation += 1
-        for worker in idle:  # no job: woken, it stops; a busy one stops after its job
-            worker.wake.release()
+        for worker in workers:  # an idle one stops now; a busy one after its job
+            worker.jobs.put(None)
         current = threading.current_thread()
         for worker in workers:
-            if worker.thread is not None and worker.thread is not current:
-                worker.thread.join()
+            thread = worker.thread  # never started: a caller interrupted as it started it
+            if thread is not None and thread is not current and thread.is_alive():
+                thread.join()
 
     def _renew_locks(self) -> None:  # a forked child has none of the parent's threads
         self._lock = threading.Lock()
