@@ -6,13 +6,15 @@ The suite writes nothing there (a file a docs example saves goes to a temporary 
 after running code that might write: a new file, or a file changed, shows up whatever path it
 was written by (relative to the working directory or to the checkout's own).
 :func:`requirements` reads what ``pip install -e '.[extra]'`` asks for from pyproject.toml,
-:func:`installs` what that brings as installed here, and :func:`distribution_of` which
-installed distribution a module comes from.
+:func:`installs` what that brings as installed here, :func:`distribution_of` which
+installed distribution a module comes from, and :func:`import_errors` what importing a module
+would raise with only some of the installed distributions.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -130,12 +132,71 @@ def distribution_of(module: str) -> str | None:
     if top in sys.stdlib_module_names or top == "retry_transport":
         return None
     candidates = metadata.packages_distributions().get(top, [])
+    if not candidates:  # not from an installed distribution: nothing an extra could bring
+        return None
     if len(set(candidates)) == 1:
         return _name(candidates[0])
     spec = importlib.util.find_spec(module)
-    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    if spec is None or spec.origin is None:  # a namespace package: its modules tell
+        return None
+    origin = Path(spec.origin).resolve()
     for candidate in candidates:
         files = metadata.distribution(candidate).files or []
-        if origin is not None and any(Path(f.locate()).resolve() == origin for f in files):
+        if any(Path(str(f.locate())).resolve() == origin for f in files):
             return _name(candidate)
     raise LookupError(f"no single installed distribution provides {module!r}: {candidates}")
+
+
+#: Run by :func:`import_errors` in a fresh interpreter: the installed distributions outside
+#: ``argv[1]`` (a JSON list) are hidden from the import system, then each module named
+#: after it is imported; prints the errors (module -> message) as JSON.
+_ONLY_THESE = r"""
+import importlib, importlib.abc, importlib.metadata as metadata, json, re, sys
+
+allowed = set(json.loads(sys.argv[1]))
+owners = {}  # a top-level module, or a module one level under it -> its distributions
+for dist in metadata.distributions():
+    name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+    for file in dist.files or ():
+        parts = [part.removesuffix(".py") for part in file.parts[:2]]
+        if not parts[0].isidentifier():  # .dist-info, ../../bin, *.pth
+            continue
+        owners.setdefault(parts[0], set()).add(name)
+        if len(parts) > 1 and parts[1].isidentifier():
+            owners.setdefault(".".join(parts), set()).add(name)
+
+
+class Hidden(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        parts = fullname.split(".")
+        if parts[0] != "retry_transport":
+            for key in (parts[0], ".".join(parts[:2])):
+                if owners.get(key) and not owners[key] & allowed:
+                    raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+
+sys.meta_path.insert(0, Hidden())
+errors = {}
+for module in sys.argv[2:]:
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        errors[module] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(errors))
+"""
+
+
+def import_errors(modules: Iterable[str], distributions: Iterable[str]) -> dict[str, str]:
+    """What importing ``modules`` raises where only ``distributions`` (and the standard
+    library, and this project) are installed: each installed distribution outside them is
+    hidden from a fresh interpreter's import system, as if it were not there. Module ->
+    the error; empty when each imports. An optional import a library tries and does without
+    (``click`` for httpx2's command line) is no error."""
+    shown = json.dumps(sorted(_name(name) for name in distributions))
+    printed = subprocess.run(
+        [sys.executable, "-c", _ONLY_THESE, shown, *modules], capture_output=True, text=True,
+        check=True,
+    ).stdout
+    errors: dict[str, str] = json.loads(printed)
+    return errors
