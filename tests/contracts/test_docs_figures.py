@@ -399,3 +399,45 @@ API_FIGURES: list[tuple[str, str, Callable[[], str]]] = [
 def test_a_figure_is_the_apis(page: str, text: str, compute: Callable[[], str]) -> None:
     expected = text.format(compute())
     assert expected in _page(page), f"{page} should say: {expected}"
+
+
+# -- the performance page: each instruction count from the one command beside it ---------------
+
+#: An instruction count as the performance page gives it: ``+24,188``.
+COUNT = re.compile(r"\+\d{1,3}(?:,\d{3})+")
+
+
+def _performance_page() -> tuple[set[str], list[str]]:
+    """docs/performance.md's instruction table's counts, and its prose's sentences (tables
+    and code blocks left out)."""
+    lines = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
+    table: set[str] = set()
+    prose: list[str] = []
+    fenced = counting = False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line.startswith("|"):
+            counting = counting or "instructions over the bare transport" in line
+            if counting:
+                table.update(COUNT.findall(line))
+        else:
+            counting = False
+            if not fenced:
+                prose.append(line)
+    sentences = re.split(r"(?<=[.;])\s+(?=[A-Z(`])", _flat("\n".join(prose)))
+    return table, sentences
+
+
+def test_the_performance_pages_counts_are_its_tables() -> None:
+    """An instruction count in the prose is the table's, from the same run, unless its
+    sentence names the command it comes from (``--against REF``: another tree's code). The
+    page gave one arm two counts from two runs (async hedging +29,910 in a paragraph,
+    +24,188 in the table)."""
+    table, sentences = _performance_page()
+    assert len(table) >= 10
+    quoted = [(count, sentence) for sentence in sentences for count in COUNT.findall(sentence)]
+    assert any(count in table for count, _ in quoted)
+    for count, sentence in quoted:
+        elsewhere = re.search(r"benchmarks/instructions\.py [^`]*--against", sentence)
+        assert count in table or elsewhere, f"{count} is not the table's: {sentence}"
