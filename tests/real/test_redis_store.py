@@ -620,6 +620,14 @@ def test_a_store_made_while_redis_is_down_shares_once_it_is_up(
             assert worker_a.get(url).status_code == 429
         redis.start()
         eventually(lambda: store_a.connected, "store A connected", 8.0)
+        # Connected, A then sends what it kept (on its own thread: on a loaded machine, some
+        # time after): a store made once it is in Redis loads it.
+        watcher = redis.client()
+        try:
+            eventually(lambda: watcher.exists(store_a.prefix + "cooldown:" + limited.origin),
+                       "the cooldown written")
+        finally:
+            watcher.close()
         store_b = stores(redis.url)
         assert knows_cooldown(store_b, limited.origin)
         # It never had Redis: it could not reach it, then reached it (nothing was lost).
