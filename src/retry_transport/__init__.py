@@ -22,6 +22,7 @@ from ._io.transports import (
     RetryTransport,
     ThrottledError,
 )
+from ._leaves.errors import LayeredRetriesWarning
 from ._leaves.models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._meaning.deadlines import deadline, time_left
 from ._meaning.observe import RetryHook
@@ -52,6 +53,7 @@ __all__ = [
     "Hedging",
     "Jitter",
     "LatencySummary",
+    "LayeredRetriesWarning",
     "MemoryStore",
     "RedisStore",
     "Resume",

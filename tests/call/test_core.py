@@ -19,6 +19,8 @@ from retry_transport._call.quick import QuickPath
 from retry_transport._guards.seam import FIRST, AttemptKind, Guard, Refusal
 from retry_transport._guards.throttle import AdaptiveThrottle
 from retry_transport._io.transports import HTTPX
+from retry_transport._leaves.errors import LayeredRetriesWarning
+from retry_transport._meaning.observe import SDK_RETRY_COUNT, SDK_RETRY_WINDOW
 from retry_transport._meaning.policy import RetryPolicy
 from retry_transport._meaning.rules import ORDER, Outcome
 
@@ -249,7 +251,8 @@ def with_guards(*guards: Guard) -> Controller:
     quick = control.quick
     control.quick = QuickPath(control.guards, control.policy, sends_as_is=quick.sends_as_is,
                               reads_quotas=quick.reads_quotas, requests=control.request_counter,
-                              final_pairs=control.final_pairs, final=control.final)
+                              final_pairs=control.final_pairs, final=control.final,
+                              observer=control.observer, clock=control.clock)
     control.quick.may_wake = tuple(guards)  # a spy's quiet is set on the instance
     return control
 
@@ -331,3 +334,62 @@ def test_a_retry_refused_after_its_wait_gives_the_later_vetoes_back() -> None:
     assert ("refund", 7) in second.log
     info = rt_retry_info(result)
     assert (info.attempts, info.retries) == (1, 1)
+
+
+# -- an SDK retrying above the transport: the quick path's watch -------------------------
+
+
+def sdk_request(count: str | None) -> Request:
+    """A POST as the OpenAI and Anthropic SDKs send it: their retry count in a header."""
+    request = Request("POST")
+    if count is not None:
+        request.headers[SDK_RETRY_COUNT] = count
+    return request
+
+
+@pytest.mark.parametrize("answers", [
+    [Response(409)],  # final at once on the quick path
+    [Response(503)],  # a retryable status given up on (unsafe_method)
+    [ValueError("broken")],  # an error handed back
+], ids=["final", "given-up", "error"])
+def test_a_failure_an_sdk_may_retry_turns_the_watch_on(answers: list[Any]) -> None:
+    """The quick path reads no header until a failure is handed back for a request that
+    carries an SDK's count; then each request's count is read as it starts, and the SDK's
+    retry (count 1) is warned of, even one answered at once; the watch then ends."""
+    control = controller()
+    quick = control.quick
+    run(control, sdk_request(None), list(answers))  # no SDK above: nothing to look for
+    assert quick.sends_as_is
+    run(control, sdk_request("0"), list(answers))
+    assert not quick.sends_as_is
+    with pytest.warns(LayeredRetriesWarning, match="x-stainless-retry-count: 1"):
+        assert run(control, sdk_request("1"), [Response(200)]).status_code == 200
+    assert control.observer.layered
+    run(control, sdk_request("2"), [Response(200)])  # warned once: no more reading
+    assert quick.sends_as_is
+    run(control, sdk_request("0"), list(answers))
+    assert quick.sends_as_is
+
+
+def test_the_watch_ends_with_its_window() -> None:
+    """SDK_RETRY_WINDOW seconds of the transport's clock after the failure, the quick path
+    reads no more counts (an SDK waits less than that before its retry)."""
+    clock = Clock()
+    control = controller(clock=clock)
+    run(control, sdk_request("0"), [Response(409)])
+    clock.now += SDK_RETRY_WINDOW - 0.001
+    run(control, sdk_request("0"), [Response(200)])
+    assert not control.quick.sends_as_is
+    clock.now += 0.001
+    run(control, sdk_request("1"), [Response(200)])  # no warning: the suite would raise it
+    assert control.quick.sends_as_is and not control.observer.layered
+
+
+def test_without_a_quick_path_every_request_is_read_as_it_starts() -> None:
+    """A transport whose settings send no first attempt as it is (here a deadline) reads
+    each request's count as its call starts, with no failure before, and watches nothing."""
+    control = controller(RetryPolicy(deadline=30.0))
+    with pytest.warns(LayeredRetriesWarning):
+        run(control, sdk_request("1"), [Response(200)])
+    run(control, sdk_request("0"), [Response(409)])
+    assert not control.quick.sends_as_is and control.observer.layered

@@ -20,6 +20,7 @@ def test_all_is_pinned() -> None:
         "Hedging",
         "Jitter",
         "LatencySummary",
+        "LayeredRetriesWarning",
         "MemoryStore",
         "RedisStore",
         "Resume",

@@ -170,6 +170,91 @@ def test_shared_budget_across_mounts(harness: Harness) -> None:
     assert b.stats.gave_up == {rt.StopReason.BUDGET_EXHAUSTED: 1}
 
 
+class Interrupted(BaseException):
+    """What a signal handler raises, as KeyboardInterrupt does: no Exception."""
+
+
+@pytest.mark.parametrize("raised", [RuntimeError, Interrupted])
+@pytest.mark.parametrize("hedged", [False, True], ids=["plain", "hedged"])
+def test_a_retry_whose_wait_raises_gives_its_cost_back(
+        harness: Harness, raised: type[BaseException], hedged: bool) -> None:
+    """The sleep before a retry raises (an error of its own, or an interrupt): the request
+    ends, and the tokens the budget's veto took for the retry never sent go back."""
+    def sleep(seconds: float) -> None:
+        raise raised("the wait was cut short")
+
+    async def asleep(seconds: float) -> None:
+        sleep(seconds)
+
+    budget = rt.RetryBudget(capacity=500)
+    handler, seen = script(503, 200)
+    transport = harness.transport(
+        handler, budget=budget, sleep=sleep if harness.mode == "sync" else asleep,
+        hedging=rt.Hedging(30.0) if hedged else None)
+    with pytest.raises(raised):
+        harness.send(transport)
+    assert len(seen) == 1 and transport.stats.retries == 1  # decided, never sent
+    assert budget.tokens == 500
+
+
+@pytest.mark.parametrize("hedged", [False, True], ids=["plain", "hedged"])
+@pytest.mark.anyio
+async def test_a_retry_cancelled_in_its_wait_gives_its_cost_back(
+        anyio_backend: str, hedged: bool) -> None:
+    """A cancellation while the transport waits before a retry (its own wait, a minute
+    long, cancelled as soon as the retry is decided: no time passes): the budget is as
+    before the request."""
+    decided = anyio.Event()
+    budget = rt.RetryBudget(capacity=500)
+    handler, seen = script(503, 200)
+    transport = rt.AsyncRetryTransport(
+        httpx.MockTransport(handler), budget=budget, base_delay=60.0, max_delay=60.0, jitter="none",
+        hedging=rt.Hedging(30.0) if hedged else None,
+        hooks=[lambda event: decided.set() if event.kind == "retry" else None])
+
+    async def send() -> None:
+        async with httpx.AsyncClient(transport=transport) as client:
+            await client.get("https://api.example.com/items")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(send)
+        await decided.wait()
+        group.cancel_scope.cancel()
+    assert len(seen) == 1 and transport.stats.retries == 1
+    assert budget.tokens == 500
+
+
+def test_a_resumption_whose_wait_raises_gives_its_cost_back(harness: Harness) -> None:
+    """The same for the resumption of a broken body: its wait interrupted, it is never
+    sent, and the budget gets back what its veto took."""
+    from tests.transport.test_resume import RangeServer, read
+
+    def sleep(seconds: float) -> None:
+        raise Interrupted("the wait was cut short")
+
+    async def asleep(seconds: float) -> None:
+        sleep(seconds)
+
+    budget = rt.RetryBudget(capacity=500)
+    server = RangeServer(cuts=(5000,))
+    transport = harness.transport(server, budget=budget, resume=rt.Resume(),
+                                  sleep=sleep if harness.mode == "sync" else asleep)
+    with pytest.raises(Interrupted):
+        read(harness, transport)
+    assert len(server.requests) == 1 and transport.stats.resumes == 1
+    assert budget.tokens == 500
+
+
+def test_a_retry_interrupted_once_sent_keeps_its_cost(harness: Harness) -> None:
+    """The retry was sent before the interrupt came: what it cost stays spent."""
+    budget = rt.RetryBudget(capacity=500)
+    handler, seen = script(503, Interrupted("mid-attempt"))
+    with pytest.raises(Interrupted):
+        harness.send(harness.transport(handler, budget=budget))
+    assert len(seen) == 2
+    assert budget.tokens == 495
+
+
 def test_threaded_stress_is_exact() -> None:
     """16 threads x 500 requests on one sync client: exactly the retries the budget allows."""
     attempts = 0

@@ -320,11 +320,12 @@ def test_a_refusal_says_who_asked_and_why(signal: str, shown: str) -> None:
 
 
 def test_a_hold_carries_the_signal_that_started_the_cooldown() -> None:
-    """A held first attempt says which header asked for the quiet."""
+    """A held first attempt says which header asked for the quiet, and who holds it."""
     cooldowns = table()
     cooldowns.start(A, START + 5.0, "x-ratelimit-reset")
     answer = admit(cooldowns, Call())
     assert isinstance(answer, Hold) and answer.signal == "x-ratelimit-reset"
+    assert answer.holder == "cooldown"
 
 
 def test_a_first_attempt_applies_the_inbox() -> None:

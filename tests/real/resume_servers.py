@@ -1,7 +1,8 @@
 """Servers for the resumable-body tests, on 127.0.0.1: nginx serving files (Debian's
 ``nginx-light``, started with a configuration of the test's own), a TCP proxy that cuts
 connections at chosen body offsets, a file server of the test's for a gzip representation,
-and an event-stream server that cuts its streams where told. Every loop is bounded."""
+a server whose answers to range requests are wrong, and an event-stream server that cuts its
+streams where told. Every loop is bounded."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from typing import Any
 
 from tests.real.servers import BOUND, LocalHTTPServer
 
-__all__ = ["CuttingProxy", "EventStreamServer", "FileServer", "Nginx", "nginx_binary"]
+__all__ = ["CuttingProxy", "EventStreamServer", "FileServer", "LyingRangeServer", "Nginx",
+           "nginx_binary"]
 
 
 def nginx_binary() -> str | None:
@@ -245,6 +247,85 @@ class _FileHandler(_Handler):
         self.end_headers()
         with contextlib.suppress(OSError):
             self.wfile.write(body[first:last + 1])
+
+
+class LyingRangeServer(LocalHTTPServer):
+    """Serves ``body`` (ETag ``"lie-1"``) at ``/file``, and answers wrongly where told.
+
+    ``/file`` without ``Range``: a ``200`` with the body's ``Content-Length``, the
+    connection closed after its first ``cut`` bytes. With ``Range: bytes=N-``: a ``206``
+    with ``Content-Range: bytes N-<last>/<length>``, exactly what was asked, whose body is
+    the representation's bytes from ``N`` with ``extra`` bytes more (zeros) or fewer, for
+    the first ``lies`` such answers (then the right bytes), with a ``Content-Length`` of
+    what is sent or ``chunked``. ``/huge-range``: a ``206`` whose ``Content-Range`` has
+    numbers of 5,000 digits. ``/ok``: a ``200``.
+    """
+
+    def __init__(self, body: bytes, *, cut: int, extra: int = 0, lies: int = 1,
+                 chunked: bool = False) -> None:
+        self.body, self.cut, self.extra, self.lies, self.chunked = body, cut, extra, lies, chunked
+        self.ranges: list[str | None] = []  # the Range of each request to /file
+        self.lock = threading.Lock()
+        super().__init__(_LyingHandler)
+
+
+class _LyingHandler(_Handler):
+    server: LyingRangeServer
+
+    def do_GET(self) -> None:
+        server = self.server
+        if self.path == "/ok":
+            self._answer(200, {}, b"ok")
+        elif self.path == "/huge-range":
+            digits = "9" * 5000
+            self._answer(206, {"ETag": '"huge-1"',
+                               "Content-Range": f"bytes 0-{digits}/1{digits}"}, b"x" * 10)
+        else:
+            self._file(server)
+
+    def _file(self, server: LyingRangeServer) -> None:
+        body, asked = server.body, self.headers.get("Range")
+        with server.lock:
+            server.ranges.append(asked)
+            lie = asked is not None and server.lies > 0
+            if lie:
+                server.lies -= 1
+        if asked is None:
+            self.send_response(200)
+            self.send_header("ETag", '"lie-1"')
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(body[:server.cut])
+                self.wfile.flush()
+            self.close_connection = True
+            return
+        first = int(asked.removeprefix("bytes=").partition("-")[0])
+        sent = body[first:]
+        if lie:
+            sent = sent + bytes(server.extra) if server.extra >= 0 else sent[:server.extra]
+        headers = {"ETag": '"lie-1"',
+                   "Content-Range": f"bytes {first}-{len(body) - 1}/{len(body)}"}
+        self._answer(206, headers, sent, chunked=server.chunked)
+
+    def _answer(self, status: int, headers: dict[str, str], body: bytes, *,
+                chunked: bool = False) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            if not chunked:
+                self.wfile.write(body)
+                return
+            for start in range(0, len(body), 997):
+                piece = body[start:start + 997]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
 
 
 def gzipped(data: bytes) -> bytes:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,6 +72,9 @@ POOL_REQUESTS = 120
 POOL_SIZE = 4
 POOL_DELAY = (0.020, 0.040)
 POOL_HEDGE_AFTER = 0.05
+#: The racing pool: the same, answered in RACING_DELAY seconds (uniform), so that hedges
+#: wait in the pool for connections that other requests give back.
+RACING_DELAY = (0.040, 0.080)
 #: What the budget may have lost against a healthy server, in retry costs.
 BUDGET_SLACK = 3
 #: The busy pool: BUSY_REQUESTS concurrent GETs over BUSY_SIZE connections (BUSY_DELAY
@@ -92,6 +96,13 @@ CROWD_SIZE = 50
 CROWD_BOUND = 60.0
 #: Client timeouts of the pool tests: a request may wait its turn in the pool for seconds.
 POOL_TIMEOUT = 30.0
+#: Interrupted sync requests: INTERRUPTED GETs in turn over INTERRUPT_POOL connections, each
+#: answered INTERRUPTED_TAKES seconds after it arrives and interrupted INTERRUPT_AT seconds
+#: in by a signal handler's exception; then a GET must get a connection within WAIT.
+INTERRUPTED = 3
+INTERRUPT_POOL = 2
+INTERRUPTED_TAKES = 0.6
+INTERRUPT_AT = 0.2
 
 #: The tail: a TAIL_SHARE of attempts (drawn per request number and attempt from each
 #: seed) take TAIL_SLOW seconds, the others TAIL_FAST. TAIL_WARM GETs, then TAIL_GETS timed
@@ -387,6 +398,63 @@ def test_a_slow_hedged_probe_is_alone_on_the_wire() -> None:
     assert rig.breaker.state(server.url) == "closed"
 
 
+# -- a sync hedged request interrupted -----------------------------------------------------
+
+
+class Interrupted(BaseException):
+    """What the signal handler raises: the shape of a signal-based timeout, or of
+    ``KeyboardInterrupt``."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted
+
+
+@contextlib.contextmanager
+def interrupting() -> Iterator[Callable[[], None]]:
+    """A function that arms a one-shot timer: ``INTERRUPT_AT`` seconds later the main
+    thread is interrupted (``Interrupted`` raised where it is). Disarmed at the end."""
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        yield lambda: signal.setitimer(signal.ITIMER_REAL, INTERRUPT_AT)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer here")
+@pytest.mark.usefixtures("flavour")
+@pytest.mark.parametrize("delay", [5.0, 0.05], ids=["during the delay", "after a hedge"])
+def test_an_interrupted_sync_hedged_request_holds_no_connection(
+        delay: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GETs interrupted while they wait for a slow answer, before their hedging delay is
+    over or once a hedge is out: the late answers are closed as they come, so the pool's
+    connections come back (a GET after them gets one), and no worker thread dies."""
+    died: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    def answer(path: str, query: str, attempt: int) -> tuple[float, int]:
+        return (INTERRUPTED_TAKES if path == "/late" else 0.0), 200
+
+    interrupted = 0
+    with serving(answer) as server, interrupting() as arm:
+        transport = rt.RetryTransport(hedging=rt.Hedging(delay),
+                                      limits=httpx.Limits(max_connections=INTERRUPT_POOL))
+        with httpx.Client(transport=transport, timeout=httpx.Timeout(WAIT)) as client:
+            for _ in range(INTERRUPTED):
+                arm()
+                try:
+                    client.get(server.url + "/late")
+                except Interrupted:
+                    interrupted += 1
+            response = client.get(server.url + "/after")  # PoolTimeout if they were kept
+            assert response.status_code == 200
+        # The client closed: its workers' attempts have ended.
+    assert interrupted == INTERRUPTED
+    assert died == []
+    hedges = len(server.seen("/late")) - INTERRUPTED  # an attempt_header: not a quick request
+    assert hedges == (0 if delay > INTERRUPTED_TAKES else INTERRUPTED)
+
+
 # -- async hedges and the client's own pool -----------------------------------------------
 
 class Delays:
@@ -417,22 +485,27 @@ class PoolRun:
     statuses: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     hedges: int = 0  # the sum of the responses' RetryInfo.hedges
+    events: int = 0  # the transport's hedge events
     received: int = 0  # the hedges the server received
     stats: Any = None
     tokens: float = 0.0
 
     def report(self, name: str) -> str:
         return (f"{name}: {self.seconds:.2f}s, CPU {self.cpu:.2f}s, hedges counted "
-                f"{self.stats.hedges} (responses {self.hedges}), received {self.received}, "
-                f"budget {self.tokens:g}, errors {len(self.errors)}")
+                f"{self.stats.hedges} (responses {self.hedges}, events {self.events}), "
+                f"received {self.received}, budget {self.tokens:g}, errors {len(self.errors)}")
 
 
 async def pool_run(server: CountingServer, path: str, count: int, size: int,
                    hedging: Any) -> PoolRun:
     """``count`` GETs at once through a client whose pool holds ``size`` connections."""
-    transport = rt.AsyncRetryTransport(hedging=hedging, attempt_header=ATTEMPT,
-                                       limits=httpx.Limits(max_connections=size))
     run = PoolRun(0.0)
+
+    def hook(event: Any) -> None:
+        run.events += event.kind == "hedge"
+
+    transport = rt.AsyncRetryTransport(hedging=hedging, attempt_header=ATTEMPT, hooks=[hook],
+                                       limits=httpx.Limits(max_connections=size))
     url = server.url + path
     before = server.hedges()
 
@@ -474,8 +547,29 @@ async def test_async_hedges_that_never_left_the_pool_are_not_hedges(
     print("\n" + run.report(f"{POOL_REQUESTS} GETs over {POOL_SIZE}"))
     assert run.errors == []
     assert run.statuses == [200] * POOL_REQUESTS
-    assert run.stats.hedges == run.hedges == run.received
+    assert run.stats.hedges == run.hedges == run.events == run.received
     assert run.tokens >= budget.capacity - BUDGET_SLACK * budget.retry_cost
+
+
+def test_on_trio_hedges_leaving_the_pool_as_their_race_ends_are_not_counted() -> None:
+    """120 GETs at once over 4 connections on trio with httpcore 1's pool, answered in 40
+    to 80 ms and hedged after 50: a hedge the pool hands a connection to in the same
+    scheduling batch as its race ends runs on to the pool's trace before its cancellation
+    is seen. It is no hedge for the stats or the events either: they count what the
+    responses' ``RetryInfo`` counts."""
+    async def main() -> PoolRun:
+        with serving(Delays(*RACING_DELAY)) as server:
+            return await pool_run(server, "/racing", POOL_REQUESTS, POOL_SIZE,
+                                  rt.Hedging(POOL_HEDGE_AFTER))
+
+    with use(FLAVOURS[0]):
+        run = anyio.run(main, backend="trio")
+    print("\n" + run.report(f"{POOL_REQUESTS} GETs over {POOL_SIZE}, trio"))
+    assert run.errors == []
+    assert run.statuses == [200] * POOL_REQUESTS
+    assert run.hedges > 0  # the scenario hedges
+    assert run.stats.hedges == run.hedges == run.events
+    assert run.received <= run.hedges  # one cancelled just after leaving the pool: unseen
 
 
 @pytest.mark.anyio

@@ -24,6 +24,7 @@ What the SDKs do on the wire, as these tests pin down:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -252,6 +253,12 @@ async def asdk(kit: Kit, root: str, waits: Waits, *, max_retries: int | None = 0
         yield client
 
 
+def layering() -> Any:
+    """The SDK's retries left on above the transport: its first retry of an answer handed
+    back raises a ``LayeredRetriesWarning`` (the suite turns warnings into errors)."""
+    return pytest.warns(rt.LayeredRetriesWarning, match="max_retries=0")
+
+
 def retry_counts(sent: list[Seen]) -> list[str | None]:
     """The SDK's own ``x-stainless-retry-count`` on each request the server received."""
     return [seen.header("x-stainless-retry-count") for seen in sent]
@@ -409,7 +416,7 @@ def check_storm(kit: Kit, server: FakeAPI, waits: Waits, error: Exception, clien
 
 def test_sdk_retries_multiply_ours(kit: Kit, server: FakeAPI, waits: Waits) -> None:
     server.fail(kit.models_path, forever=STORM)
-    with sdk(kit, server.url, waits, max_retries=None) as client, \
+    with layering(), sdk(kit, server.url, waits, max_retries=None) as client, \
             pytest.raises(kit.error) as caught:
         kit.list_models(client)
     check_storm(kit, server, waits, caught.value, client)
@@ -426,9 +433,10 @@ def test_sdk_retries_multiply_ours(kit: Kit, server: FakeAPI, waits: Waits) -> N
 @pytest.mark.anyio
 async def test_sdk_retries_multiply_ours_async(kit: Kit, server: FakeAPI, waits: Waits) -> None:
     server.fail(kit.models_path, forever=STORM)
-    async with asdk(kit, server.url, waits, max_retries=None) as client:
-        with pytest.raises(kit.error) as caught:
-            await kit.list_models(client)
+    with layering():
+        async with asdk(kit, server.url, waits, max_retries=None) as client:
+            with pytest.raises(kit.error) as caught:
+                await kit.list_models(client)
     check_storm(kit, server, waits, caught.value, client)
 
 
@@ -451,7 +459,7 @@ def test_sdk_retries_resend_a_post_without_a_key(
     kit: Kit, server: FakeAPI, waits: Waits
 ) -> None:
     server.fail(kit.create_path, forever=STORM)
-    with sdk(kit, server.url, waits, max_retries=None) as client, \
+    with layering(), sdk(kit, server.url, waits, max_retries=None) as client, \
             pytest.raises(kit.error) as caught:
         kit.create(client)
     check_sdk_resent_post(kit, server, waits, caught.value)
@@ -462,9 +470,10 @@ async def test_sdk_retries_resend_a_post_without_a_key_async(
     kit: Kit, server: FakeAPI, waits: Waits
 ) -> None:
     server.fail(kit.create_path, forever=STORM)
-    async with asdk(kit, server.url, waits, max_retries=None) as client:
-        with pytest.raises(kit.error) as caught:
-            await kit.create(client)
+    with layering():
+        async with asdk(kit, server.url, waits, max_retries=None) as client:
+            with pytest.raises(kit.error) as caught:
+                await kit.create(client)
     check_sdk_resent_post(kit, server, waits, caught.value)
 
 
@@ -794,8 +803,9 @@ def test_guide_table(kit: Kit, server: FakeAPI, waits: Waits, row: str, column: 
     extra: dict[str, Any] = {"extra_headers": headers} if headers else {}
     if column == "timeout":
         extra["timeout"] = CALL_TIMEOUT
-    with sdk(kit, server.url, waits, max_retries=max_retries,
-             **transport_keywords(kit, transport_kwargs)) as client:
+    with layering() if max_retries is None else contextlib.nullcontext(), \
+            sdk(kit, server.url, waits, max_retries=max_retries,
+                **transport_keywords(kit, transport_kwargs)) as client:
         if outcome == "ok":
             assert kit.text(kit.create(client, **extra)) == ANSWER
         else:
@@ -834,14 +844,15 @@ async def test_guide_table_async(kit: Kit, server: FakeAPI, waits: Waits, row: s
     requests, outcome = cell(row, column, kit.api)
     server.fail(kit.create_path, FAILURES[column])
     extra: dict[str, Any] = {"timeout": CALL_TIMEOUT} if column == "timeout" else {}
-    async with asdk(kit, server.url, waits, max_retries=max_retries,
-                    **transport_keywords(kit, transport_kwargs)) as client:
-        if outcome == "ok":
-            assert kit.text(await kit.create(client, **extra)) == ANSWER
-        else:
-            with pytest.raises(sdk_errors(kit)[outcome]) as caught:
-                await kit.create(client, **extra)
-            assert type(caught.value) is sdk_errors(kit)[outcome]
+    with layering() if max_retries is None else contextlib.nullcontext():
+        async with asdk(kit, server.url, waits, max_retries=max_retries,
+                        **transport_keywords(kit, transport_kwargs)) as client:
+            if outcome == "ok":
+                assert kit.text(await kit.create(client, **extra)) == ANSWER
+            else:
+                with pytest.raises(sdk_errors(kit)[outcome]) as caught:
+                    await kit.create(client, **extra)
+                assert type(caught.value) is sdk_errors(kit)[outcome]
     sent = server.requests(kit.create_path)
     assert [seen.method for seen in sent] == ["POST"] * requests
     if row == "preset":
@@ -855,7 +866,8 @@ def test_sdk_retries_send_a_fresh_key_each(kit: Kit, server: FakeAPI, waits: Wai
     transport, so ``auto_idempotency_key`` gives each a key of its own: the server cannot
     tell that the three are one call. (Hence ``max_retries=0``.)"""
     server.fail(kit.create_path, forever=STORM)
-    with sdk(kit, server.url, waits, max_retries=None, auto_idempotency_key=True) as client, \
+    with layering(), \
+            sdk(kit, server.url, waits, max_retries=None, auto_idempotency_key=True) as client, \
             pytest.raises(kit.error):
         kit.create(client)
     keys = [seen.idempotency_key for seen in server.requests(kit.create_path)]
@@ -1004,19 +1016,71 @@ def test_the_preset_is_never_less_resilient_and_never_carries_out_twice() -> Non
                 assert preset == (2, "ok"), (api, column)
 
 
+# -- the SDK's retries left on over a preset: a warning, once per transport ---------------
+
+
+#: A request met as usual, in a script of faults.
+ANSWERED = Fault(200)
+
+
+def preset_of(kit: Kit) -> rt.RetryPolicy:
+    return rt.presets.openai() if kit.api == "openai" else rt.presets.anthropic()
+
+
+def layered(caught: list[Any]) -> list[str]:
+    """The messages of the ``LayeredRetriesWarning``s among ``caught``."""
+    return [str(w.message) for w in caught if issubclass(w.category, rt.LayeredRetriesWarning)]
+
+
+def test_an_sdk_retry_that_succeeds_at_once_is_warned_of_once_per_transport(
+        kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    """The SDK's retries left on over a preset transport: each call's POST is answered 503,
+    which the preset hands back without sending it again (a POST without a key), and the
+    SDK's retry of it (``x-stainless-retry-count: 1``) is answered at once, on the quick
+    path. That retry is warned of with a ``LayeredRetriesWarning`` (no logging configured),
+    once per transport however many calls: two transports, three calls each, two
+    warnings."""
+    server.fail(kit.create_path, *[STORM, ANSWERED] * 6)
+    for _ in range(2):
+        with pytest.warns(rt.LayeredRetriesWarning) as caught, \
+                sdk(kit, server.url, waits, max_retries=None, policy=preset_of(kit)) as client:
+            for _ in range(3):
+                assert kit.text(kit.create(client)) == ANSWER
+        said = layered(caught.list)
+        assert len(said) == 1
+        assert "x-stainless-retry-count: 1" in said[0] and "max_retries=0" in said[0]
+    assert retry_counts(server.requests(kit.create_path)) == ["0", "1"] * 6
+
+
+@pytest.mark.anyio
+async def test_an_sdk_retry_that_succeeds_at_once_is_warned_of_once_per_transport_async(
+        kit: Kit, server: FakeAPI, waits: Waits) -> None:
+    """The same with the async SDK client over ``AsyncRetryTransport``."""
+    server.fail(kit.create_path, *[STORM, ANSWERED] * 3)
+    with pytest.warns(rt.LayeredRetriesWarning) as caught:
+        async with asdk(kit, server.url, waits, max_retries=None,
+                        policy=preset_of(kit)) as client:
+            for _ in range(3):
+                assert kit.text(await kit.create(client)) == ANSWER
+    assert len(layered(caught.list)) == 1
+    assert retry_counts(server.requests(kit.create_path)) == ["0", "1"] * 3
+
+
 def test_sdk_retries_above_the_transport_are_named_once(
         kit: Kit, server: FakeAPI, waits: Waits, caplog: pytest.LogCaptureFixture) -> None:
     """With the SDK's retries left on, its second attempt says so (x-stainless-retry-count:
-    1): the transport logs one WARNING naming max_retries=0, however many calls follow."""
+    1): the transport logs one WARNING naming max_retries=0, and issues one
+    LayeredRetriesWarning with the same words, however many calls follow."""
     server.fail(kit.create_path, forever=STORM)
     with caplog.at_level(logging.WARNING, logger="retry_transport"), \
-            sdk(kit, server.url, waits, max_retries=None) as client:
+            layering() as caught, sdk(kit, server.url, waits, max_retries=None) as client:
         for _ in range(2):
             with pytest.raises(kit.error):
                 kit.create(client)
     assert "1" in retry_counts(server.requests(kit.create_path))
     said = [r for r in caplog.records if "x-stainless-retry-count" in r.getMessage()]
     assert len(said) == 1 and "max_retries=0" in said[0].getMessage()
+    assert layered(caught.list) == [said[0].getMessage()]
 
 
 # -- what the guide and the README say besides the table ------------------------------------

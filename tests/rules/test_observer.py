@@ -11,7 +11,13 @@ import pytest
 
 from retry_transport import Attempt, RetryEvent, RetryInfo, StopReason
 from retry_transport._leaves.counting import PRUNE_AT
-from retry_transport._meaning.observe import REFUSAL_LOG_INTERVAL, Observer, emit, learned
+from retry_transport._meaning.observe import (
+    REFUSAL_LOG_INTERVAL,
+    Observer,
+    emit,
+    learned,
+    sdk_retry_count,
+)
 
 #: A URL with credentials, path parameters, a query and a fragment: none may be logged.
 RAW_URL = "https://user:secret@api.example.com/v1;session=abc/items?token=xyz#top"
@@ -420,3 +426,30 @@ def test_a_long_malformed_retry_after_is_cut_in_the_line(debug: pytest.LogCaptur
     observer.ignored_retry_after(ORIGIN, "x" * 500)  # the same first 200: already logged
     [(_, message)] = lines(debug)
     assert repr("x" * 200) in message and "x" * 201 not in message
+
+
+class OddHeaders(dict[str, str]):
+    """Headers of neither library's layout: read through ``get``."""
+
+
+class OddRequest:
+    def __init__(self, **headers: str) -> None:
+        self.headers = OddHeaders(headers)
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_the_sdk_retry_count_is_read_in_any_case(library: str) -> None:
+    """The SDK's count, whatever the case of its name; ``None`` without it; the first of
+    two lines."""
+    module = pytest.importorskip(library)
+
+    def request(*headers: tuple[str, str]) -> Any:
+        return module.Request("POST", "https://api.example.com/", headers=list(headers))
+
+    assert sdk_retry_count(request(("X-Stainless-Retry-Count", "2"))) == "2"
+    assert sdk_retry_count(request(("x-stainless-retry-count", "0"), ("accept", "*/*"))) == "0"
+    assert sdk_retry_count(request(("accept", "*/*"))) is None
+    assert sdk_retry_count(request(("x-stainless-retry-count", "1"),
+                                   ("x-stainless-retry-count", "2"))) == "1"
+    assert sdk_retry_count(OddRequest(**{"x-stainless-retry-count": "3"})) == "3"  # type: ignore[arg-type]
+

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from retry_transport._wire.events import EventScanner
+from retry_transport._wire.http import length
 from retry_transport._wire.resumable import Ranges, content_range, plan
 
 
@@ -26,9 +27,24 @@ def response(status: int, **headers: str) -> httpx.Response:
     ("items 0-1/2", None),
     ("bytes 0-1", None),
     (None, None),
+    # past what int() reads: unusable
+    pytest.param("bytes 0-" + "9" * 5000 + "/" + "9" * 5001, None, id="5000-digits"),
+    pytest.param("bytes 0-99/" + "0" * 5000 + "100", (0, 99, 100), id="leading-zeros"),
+    ("bytes 0-99/" + "9" * 19, None),  # more bytes than any representation has
 ])
 def test_content_range(value: str | None, parsed: object) -> None:
     assert content_range(value) == parsed
+
+
+@pytest.mark.parametrize("value, declared", [
+    ("100", 100), (" 100 ", 100), ("0", 0), ("0" * 5000 + "7", 7), ("9" * 18, 10**18 - 1),
+    ("9" * 19, None), ("9" * 5000, None), ("1e3", None), ("-1", None), ("\xb2", None),
+    ("", None),
+], ids=lambda v: v if isinstance(v, int) or v is None or len(v) < 20 else f"{len(v)}-chars")
+def test_a_declared_length_is_read_without_raising(value: str, declared: int | None) -> None:
+    # the one reading of Content-Length: resumption's counts and retry_body_errors' limit
+    headers = [(b"content-length", value.encode("latin-1"))]
+    assert length(httpx.Response(200, headers=headers)) == declared
 
 
 @pytest.mark.parametrize("status, headers, how", [
@@ -51,6 +67,17 @@ def test_content_range(value: str | None, parsed: object) -> None:
     (200, {"content_type": "text/event-stream", "content_encoding": "gzip"}, None),
     (200, {"content_type": "text/event-stream", "content_encoding": "identity"}, True),
     (201, {"content_type": "text/event-stream"}, None),
+    # a header that cannot be read: not resumable, never an exception
+    pytest.param(200, {"etag": '"a"', "content_length": "9" * 5000}, None,
+                 id="length-5000-digits"),
+    (200, {"etag": '"a"', "content_length": "ten"}, None),
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/20", "content_length": "5"},
+     Ranges('"a"', "", 5, 9, 20)),
+    (206, {"etag": '"a"', "content_range": "bytes 5-9/20", "content_length": "6"}, None),
+    pytest.param(206, {"etag": '"a"', "content_range": "bytes 0-" + "9" * 5000 + "/1"}, None,
+                 id="range-5000-digits"),
+    pytest.param(200, {"etag": '"' + "a" * 100_000 + '"', "content_length": "10"},
+                 Ranges('"' + "a" * 100_000 + '"', "", 0, None, 10), id="etag-100-kb"),
 ])
 def test_what_may_be_resumed(status: int, headers: dict[str, str], how: object) -> None:
     assert plan(response(status, **headers), ranges=True, events=True) == how
@@ -91,6 +118,18 @@ def test_each_kind_can_be_turned_off() -> None:
      "the server answered 206 with another ETag: the resource changed"),
     (Ranges('"a"', "gzip", 0, None, 100, 40), response(206, content_range="bytes 40-99/100"),
      "the server answered 206 with another Content-Encoding"),
+    pytest.param(Ranges('"a"', "", 0, None, 100, 40),
+                 response(206, content_range="bytes 40-" + "9" * 5000 + "/" + "9" * 5001),
+                 "the server answered 206 without a single Content-Range", id="5000-digits"),
+    (Ranges('"a"', "", 0, None, 100, 40),
+     response(206, content_range="bytes 40-99/100", content_length="61"),
+     "the server answered 206 with bytes 40-99/100 in a body of 61 bytes"),
+    pytest.param(Ranges('"a"', "", 0, None, 100, 40),
+                 response(206, content_range="bytes 40-99/100", content_length="9" * 5000),
+                 "the server answered 206 with bytes 40-99/100 in a body of unreadable length",
+                 id="length-5000-digits"),
+    (Ranges('"a"', "", 0, None, 100, 40),
+     response(206, content_range="bytes 40-99/100", content_length="60"), None),
 ])
 def test_what_a_resumption_may_answer(ranges: Ranges, answer: httpx.Response,
                                       why: str | None) -> None:
@@ -111,9 +150,14 @@ def test_a_total_is_learned_from_the_first_206() -> None:
 # -- the event-stream scanner ------------------------------------------------------------
 
 
+def fed(scanner: EventScanner, chunk: bytes) -> bytes:
+    """What one :meth:`EventScanner.feed` hands on, as one string of bytes."""
+    return b"".join(scanner.feed(chunk))
+
+
 def scan(body: bytes, size: int) -> tuple[bytes, EventScanner]:
     scanner = EventScanner()
-    out = b"".join(scanner.feed(body[i:i + size]) for i in range(0, len(body), size))
+    out = b"".join(fed(scanner, body[i:i + size]) for i in range(0, len(body), size))
     return out, scanner
 
 
@@ -133,6 +177,11 @@ def scan(body: bytes, size: int) -> tuple[bytes, EventScanner]:
     (b"retry: -1\n\n", None, None),
     (b"retry: \xd9\xa3\n\n", None, None),  # a non-ASCII digit
     (b"retry: 300\n", None, 300),  # set as the line is read
+    (b"retry: 007\n", None, 7),
+    # a time longer than any wait, of any length, is kept as the longest: never an error
+    pytest.param(b"retry: " + b"9" * 5000 + b"\n", None, 10**12, id="retry-5000-digits"),
+    pytest.param(b"retry: 1" + b"0" * 400 + b"\n", None, 10**12, id="retry-401-digits"),
+    pytest.param(b"retry: " + b"0" * 5000 + b"5\n", None, 5, id="retry-leading-zeros"),
     (b"\xef\xbb\xbfid: 7\n\n", "7", None),  # the first body's BOM is not part of the name
     (b": comment\nid: 2\n\n", "2", None),
     (b"id: \xe2\x82\xac\n\n", "\u20ac", None),
@@ -147,26 +196,26 @@ def test_the_scanner_reads_as_the_standard_says(body: bytes, last_id: str | None
 
 def test_only_whole_events_are_handed_on() -> None:
     scanner = EventScanner()
-    assert scanner.feed(b"id: 1\ndata: a\n") == b""
-    assert scanner.feed(b"\nid: 2\nda") == b"id: 1\ndata: a\n\n"
-    assert scanner.feed(b"ta: b\n\n") == b"id: 2\ndata: b\n\n"
+    assert fed(scanner, b"id: 1\ndata: a\n") == b""
+    assert fed(scanner, b"\nid: 2\nda") == b"id: 1\ndata: a\n\n"
+    assert fed(scanner, b"ta: b\n\n") == b"id: 2\ndata: b\n\n"
 
 
 def test_a_crlf_split_between_chunks_is_one_line_end() -> None:
     scanner = EventScanner()
-    assert scanner.feed(b"data: a\r\n\r") == b"data: a\r\n\r"  # the event ended at the CR
-    assert scanner.feed(b"\ndata: b\r") == b"\n"  # ... its LF follows at once
-    assert scanner.feed(b"\n\r\n") == b"data: b\r\n\r\n"  # the CR of "b" was half a CRLF
+    assert fed(scanner, b"data: a\r\n\r") == b"data: a\r\n\r"  # the event ended at the CR
+    assert fed(scanner, b"\ndata: b\r") == b"\n"  # ... its LF follows at once
+    assert fed(scanner, b"\n\r\n") == b"data: b\r\n\r\n"  # the CR of "b" was half a CRLF
 
 
 def test_a_restart_drops_the_torn_event_and_what_it_set() -> None:
     scanner = EventScanner()
-    scanner.feed(b"id: 1\ndata: a\n\nid: 2\ndata: b")
+    fed(scanner, b"id: 1\ndata: a\n\nid: 2\ndata: b")
     assert scanner.last_id == "1"
     scanner.restart()
     # the new body opens with a BOM (dropped) and replays event 2
-    assert scanner.feed(b"\xef\xbb") == b""
-    assert scanner.feed(b"\xbfid: 2\ndata: b\n\n") == b"id: 2\ndata: b\n\n"
+    assert fed(scanner, b"\xef\xbb") == b""
+    assert fed(scanner, b"\xbfid: 2\ndata: b\n\n") == b"id: 2\ndata: b\n\n"
     assert scanner.last_id == "2"
 
 
@@ -176,9 +225,57 @@ def test_a_restart_drops_the_torn_event_and_what_it_set() -> None:
 def test_any_split_reads_as_the_whole(lines: list[bytes], newline: bytes, size: int) -> None:
     body = b"".join(line + newline for line in lines)
     whole = EventScanner()
-    whole_out = whole.feed(body)
+    whole_out = fed(whole, body)
     out, split = scan(body, size)
     assert (split.last_id, split.retry_ms) == (whole.last_id, whole.retry_ms)
     assert out + split.rest() == whole_out + whole.rest() == body
     ends = out.endswith((newline + newline, b"\n\n")) or not out
     assert ends or out == newline  # only whole events (or a lone blank line) handed on
+
+
+def test_a_retry_of_any_length_never_breaks_the_read() -> None:
+    scanner = EventScanner()
+    chunk = b"id: 1\ndata: a\n\nretry: " + b"9" * 5000 + b"\ndata: b\n\n"
+    assert fed(scanner, chunk) == chunk  # the event before it, and the one it is in
+    assert (scanner.last_id, scanner.retry_ms) == ("1", 10**12)
+
+
+def test_an_event_arriving_in_many_chunks_is_handed_on_without_copying() -> None:
+    # Held back until it ends, an event's chunks are kept as they came and handed on
+    # as they are: nothing held is copied again when a chunk arrives, so an event of n
+    # bytes costs time in proportion to n, however many chunks bring it.
+    scanner = EventScanner()
+    chunks = [b"id: 1\ndata: "] + [bytes([n % 200 + 32]) * 1000 for n in range(2000)]
+    for chunk in chunks:
+        assert scanner.feed(chunk) == []
+    last = b"\n\nid: 2\ndata: x"
+    out = scanner.feed(last)
+    assert len(out) == len(chunks) + 1
+    assert all(piece is chunk for piece, chunk in zip(out, chunks, strict=False))
+    assert out[-1] == b"\n\n"
+    assert scanner.last_id == "1"
+    assert scanner.rest() == b"id: 2\ndata: x"
+
+
+class Seen(bytes):
+    """A chunk that counts the bytes split into lines."""
+
+    split = 0
+
+    def splitlines(self, keepends: bool = False) -> list[bytes]:
+        Seen.split += len(self)
+        return super().splitlines(keepends)
+
+
+@pytest.mark.parametrize("line", [b"data: ", b"id: ", b""], ids=["data", "id", "none"])
+def test_each_byte_is_split_into_lines_once(line: bytes) -> None:
+    # one long line (a data line, an id line being read, a field with no name) arriving
+    # a kilobyte at a time: each chunk is split once, when it arrives
+    scanner = EventScanner()
+    chunks = [Seen(line)] + [Seen(b"y" * 1000) for _ in range(500)] + [Seen(b"\n\n")]
+    Seen.split = 0
+    out = b"".join(piece for chunk in chunks for piece in scanner.feed(chunk))
+    assert Seen.split == sum(len(chunk) for chunk in chunks)
+    assert out == b"".join(chunks)
+    if line == b"id: ":
+        assert scanner.last_id == "y" * 500_000

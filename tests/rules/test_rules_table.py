@@ -8,6 +8,7 @@ import ssl
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -297,38 +298,52 @@ def chained(depth: int, tail: BaseException) -> httpx.ConnectError:
 
 CERT = ssl.SSLCertVerificationError("certificate verify failed")
 
-#: (exception, retryable, timeout, never_sent)
+#: (exception, retryable, timeout, never_sent, verdict): ``verdict`` is the health verdict
+#: (``Outcome.failure``): True for a transient error, None for an error that says nothing of
+#: the server (one no retry can fix, or the client's own pool being full).
 ERRORS: list[Any] = [
-    pytest.param(httpx.ConnectError("x"), True, False, True, id="ConnectError"),
-    pytest.param(httpx.ConnectTimeout("x"), True, True, True, id="ConnectTimeout"),
-    pytest.param(httpx.PoolTimeout("x"), True, True, True, id="PoolTimeout"),
-    pytest.param(httpx.ReadTimeout("x"), True, True, False, id="ReadTimeout"),
-    pytest.param(httpx.RemoteProtocolError("x"), True, False, False, id="RemoteProtocolError"),
-    pytest.param(httpx.LocalProtocolError("x"), False, False, False, id="LocalProtocolError"),
-    pytest.param(httpx.ProxyError("x"), False, False, False, id="ProxyError"),
-    pytest.param(ValueError("x"), False, False, False, id="ValueError"),
-    pytest.param(chained(1, CERT), False, False, False, id="cert-failure-cause"),
-    pytest.param(chained(7, CERT), False, False, False, id="cert-failure-deepest-searched"),
-    pytest.param(chained(8, CERT), True, False, True, id="cert-failure-too-deep"),
+    pytest.param(httpx.ConnectError("x"), True, False, True, True, id="ConnectError"),
+    pytest.param(httpx.ConnectTimeout("x"), True, True, True, True, id="ConnectTimeout"),
+    pytest.param(httpx.PoolTimeout("x"), True, True, True, None, id="PoolTimeout"),
+    pytest.param(httpx.ReadTimeout("x"), True, True, False, True, id="ReadTimeout"),
+    pytest.param(httpx.RemoteProtocolError("x"), True, False, False, True,
+                 id="RemoteProtocolError"),
+    pytest.param(httpx.LocalProtocolError("x"), False, False, False, None,
+                 id="LocalProtocolError"),
+    pytest.param(httpx.ProxyError("x"), False, False, False, None, id="ProxyError"),
+    pytest.param(ValueError("x"), False, False, False, None, id="ValueError"),
+    pytest.param(chained(1, CERT), False, False, False, None, id="cert-failure-cause"),
+    pytest.param(chained(7, CERT), False, False, False, None,
+                 id="cert-failure-deepest-searched"),
+    pytest.param(chained(8, CERT), True, False, True, True, id="cert-failure-too-deep"),
     pytest.param(raised(httpx.TimeoutException("x"), "pytest_httpx._httpx_mock"),
-                 False, False, False, id="pytest-httpx-unmatched"),
-    pytest.param(raised(httpx.TimeoutException("x")), True, True, False,
+                 False, False, False, None, id="pytest-httpx-unmatched"),
+    pytest.param(raised(httpx.TimeoutException("x")), True, True, False, True,
                  id="plain-timeout-elsewhere"),
-    pytest.param(raised(httpx.ReadTimeout("x"), "pytest_httpx.mock"), True, True, False,
+    pytest.param(raised(httpx.ReadTimeout("x"), "pytest_httpx.mock"), True, True, False, True,
                  id="real-timeout-in-mock-module"),
+    # Raw errors that escape the library's own mapping: read errors of no known phase.
+    pytest.param(ssl.SSLError(1, "bad record mac"), True, False, False, True, id="SSLError"),
+    pytest.param(ssl.SSLEOFError(8, "eof"), True, False, False, True, id="SSLEOFError"),
+    pytest.param(anyio.EndOfStream(), True, False, False, True, id="EndOfStream"),
+    pytest.param(anyio.BrokenResourceError(), True, False, False, True,
+                 id="BrokenResourceError"),
+    pytest.param(CERT, False, False, False, None, id="raw-cert-failure"),
+    pytest.param(anyio.ClosedResourceError(), False, False, False, None,
+                 id="ClosedResourceError"),
+    pytest.param(OSError("x"), False, False, False, None, id="OSError"),
 ]
 
 
-@pytest.mark.parametrize(("exc", "retryable", "timeout", "never_sent"), ERRORS)
+@pytest.mark.parametrize(("exc", "retryable", "timeout", "never_sent", "verdict"), ERRORS)
 def test_what_an_error_means(exc: Exception, retryable: bool, timeout: bool,
-                             never_sent: bool) -> None:
-    """Transient httpx errors are retryable (and flagged timeout / never sent); others end."""
+                             never_sent: bool, verdict: bool | None) -> None:
+    """Transient httpx errors are retryable (and flagged timeout / never sent); others end.
+    Only what the server did is a verdict on its health."""
     outcome = classify_error(exc, HTTPX)
     assert (outcome.status, outcome.error) == (None, type(exc).__name__)
-    if retryable:
-        assert (outcome.stop, outcome.failure) == (None, True)
-    else:  # an error no retry can fix says nothing of the server's health
-        assert (outcome.stop, outcome.failure) == (StopReason.NOT_RETRYABLE, None)
+    assert outcome.stop is (None if retryable else StopReason.NOT_RETRYABLE)
+    assert outcome.failure is verdict
     assert (outcome.timeout, outcome.never_sent) == (timeout, never_sent)
     assert outcome.floor is None and outcome.quiet is None
 

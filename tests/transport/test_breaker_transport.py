@@ -188,6 +188,26 @@ def test_errors_that_say_nothing_of_health_count_nothing(harness: Harness) -> No
     assert entry is None or entry.outcomes == 0
 
 
+def test_the_clients_own_pool_timeouts_are_no_verdict(harness: Harness) -> None:
+    """A PoolTimeout says the client's own pool was full, not that the origin is unhealthy:
+    retried as ever (nothing was sent), it never counts, so a burst of them leaves the
+    breaker closed and the next requests go through."""
+    server = Server(httpx.PoolTimeout)
+    breaker = make_breaker(harness, min_requests=3, failure_ratio=0.5)
+    transport = harness.transport(server, breaker=breaker, budget=None)
+    for _ in range(3):
+        with pytest.raises(httpx.PoolTimeout) as caught:
+            harness.send(transport, method="POST", content=b"x")
+        info = rt.retry_info(caught.value)
+        assert (info.attempts, info.stop_reason) == (3, rt.StopReason.MAX_ATTEMPTS)
+    assert server.calls == 9
+    assert breaker.state(URL) == "closed"
+    entry = breaker._origins.get(ORIGIN)
+    assert entry is None or entry.outcomes == 0
+    server.outcome = 200
+    assert harness.send(transport).status_code == 200
+
+
 # -- open: refused without I/O ----------------------------------------------------------
 
 
@@ -518,6 +538,25 @@ def test_a_probe_without_a_verdict_frees_its_slot(harness: Harness) -> None:
         with pytest.raises(httpx.UnsupportedProtocol):
             harness.send(transport)
     assert server.calls == 6
+    assert breaker.state(URL) == "half_open"
+    server.outcome = 200
+    assert harness.send(transport).status_code == 200
+    assert breaker.state(URL) == "closed"
+
+
+def test_a_probe_ending_in_a_pool_timeout_frees_its_slot(harness: Harness) -> None:
+    """A probe whose attempts wait in vain for the client's own pool gives its slot back
+    without a verdict: the breaker stays half-open, and the next probe decides."""
+    server = Server()
+    breaker = make_breaker(harness)
+    transport = harness.transport(server, breaker=breaker)
+    trip(harness, transport, server, breaker)
+    harness.clock.now += 5.0
+    server.outcome = httpx.PoolTimeout
+    for _ in range(2):  # every attempt a probe: the slot came back each time
+        with pytest.raises(httpx.PoolTimeout):
+            harness.send(transport)
+    assert server.calls == 3 + 2 * 3
     assert breaker.state(URL) == "half_open"
     server.outcome = 200
     assert harness.send(transport).status_code == 200

@@ -47,6 +47,47 @@ def test_other_requests_wait_out_the_cooldown(harness: Harness, status: int) -> 
     assert info is not None and info.total_wait == 5.25 and info.attempts == 1
 
 
+@table("status, headers", [
+    (429, {"Retry-After": "3"}),
+    (200, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "3"}),
+], ids=["retry-after", "quota"])
+def test_a_held_attempt_says_what_held_it(harness: Harness, status: int,
+                                          headers: dict[str, str]) -> None:
+    """The request another one's answer held shows it: its attempt was ``held`` that long
+    by ``"cooldown"`` (in ``total_wait`` too); the request that set it was not held."""
+    log: list[tuple[str, float]] = []
+    first = httpx.Response(status, headers=headers)
+    transport = harness.transport(router(log, harness, first), max_attempts=1,
+                                  jitter="none", base_delay=0.25)
+    setter = harness.send(transport, url=A)
+    held = harness.send(transport, url=A)
+    assert harness.waits == [3.25]
+    info = rt.retry_info(held)
+    assert info is not None and (info.attempts, info.retries) == (1, 0)
+    assert info.total_wait == 3.25
+    assert (info.history[0].held, info.history[0].held_by) == (3.25, "cooldown")
+    assert info.history[0].wait == 0.0  # no backoff: the hold is no retry's wait
+    first_info = rt.retry_info(setter)
+    assert first_info is not None
+    assert (first_info.history[0].held, first_info.history[0].held_by) == (0.0, None)
+
+
+def test_a_held_request_that_is_retried_shows_the_hold_on_its_first_attempt(
+        harness: Harness) -> None:
+    """Held, then retried: the hold is the first attempt's, the backoff the retry's."""
+    answers = iter([httpx.Response(503, headers={"Retry-After": "2"}), httpx.Response(503),
+                    httpx.Response(200)])
+    transport = harness.transport(lambda request: next(answers), max_attempts=1,
+                                  jitter="none", base_delay=0.5)
+    harness.send(transport, url=A)
+    response = harness.send(transport, url=A, extensions={"retry": {"max_attempts": 2}})
+    info = rt.retry_info(response)
+    assert info is not None and response.status_code == 200
+    assert [(a.status, a.held, a.held_by, a.wait) for a in info.history] == [
+        (503, 2.5, "cooldown", 0.5), (200, 0.0, None, 0.0)]
+    assert info.total_wait == 3.0
+
+
 def test_a_status_outside_retry_statuses_still_starts_the_cooldown(harness: Harness) -> None:
     """A 429 with Retry-After that the policy does not retry still cools its origin."""
     log: list[tuple[str, float]] = []

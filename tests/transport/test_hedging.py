@@ -338,15 +338,35 @@ def test_every_transport_records_latency_per_origin(harness: Harness) -> None:
 
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"delay": 0}, "delay"), ({"delay": -1.0}, "delay"), ({"delay": float("inf")}, "delay"),
+    ({"delay": 1e10}, "delay"), ({"delay": 10**400}, "delay"),
     ({"delay": "p49"}, "delay"), ({"delay": "p100"}, "delay"), ({"delay": "p95.55"}, "delay"),
-    ({"delay": "95"}, "delay"), ({"delay": True}, "delay"),
+    ({"delay": "95"}, "delay"),
     ({"max_attempts": 1}, "max_attempts"), ({"max_attempts": 6}, "max_attempts"),
     ({"max_attempts": 2.0}, "max_attempts"), ({"fallback_delay": 0}, "fallback_delay"),
+    ({"fallback_delay": 1e10}, "fallback_delay"),
     ({"min_samples": 0}, "min_samples"), ({"min_samples": 1.5}, "min_samples"),
 ])
 def test_invalid_settings_name_themselves(kwargs: dict[str, Any], name: str) -> None:
     with pytest.raises(ValueError, match=name):
         rt.Hedging(**kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"delay": True}, "delay"), ({"delay": None}, "delay"), ({"delay": [0.1]}, "delay"),
+    ({"fallback_delay": "0.05"}, "fallback_delay"), ({"fallback_delay": None}, "fallback_delay"),
+])
+def test_a_delay_that_is_no_number_is_a_type_error(kwargs: dict[str, Any], name: str) -> None:
+    with pytest.raises(TypeError, match=name):
+        rt.Hedging(**kwargs)
+
+
+def test_the_longest_delays_allowed_are_waited_for_as_any(harness: Harness) -> None:
+    """1e9 seconds, every seconds option's bound: a worker thread's wait takes it (a lock's
+    timeout refuses 1e10), and a request answered before it is handed over."""
+    server = Server(harness.mode, [200])
+    for hedging in (rt.Hedging(1e9), rt.Hedging("p95", fallback_delay=1e9)):
+        response = send(harness, hedged(harness, server, hedging=hedging))
+        assert response.status_code == 200
 
 
 def test_percentiles_from_p50_to_p99_9() -> None:
@@ -434,6 +454,59 @@ def test_an_interrupt_in_a_worker_reaches_the_caller() -> None:
     transport.close()
 
 
+@pytest.fixture
+def thread_deaths(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """What ``threading.excepthook`` is given while the test runs: each exception that
+    ended a thread."""
+    died: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    return died
+
+
+@pytest.mark.parametrize("where", ["the delay's end", "a hedge sent", "a dressed hedge sent"])
+def test_a_sync_request_interrupted_leaves_no_answer_open(
+        where: str, thread_deaths: list[Any]) -> None:
+    """An interrupt on the caller's thread (as a signal handler's exception is raised) at
+    the end of the hedging delay, before a try takes the first attempt over (the caller's
+    first reading of the clock: a transport times one attempt in eight, not the first), or
+    once a hedge is sent (its ``hedge`` event), of a quick request or of one that is not
+    plain (a deadline): every answer that comes after it is closed, no worker dies, and
+    the transport hedges again."""
+    server = Server("sync", [("hold", 200), ("hold", 200), 200, 200])
+    caller = threading.current_thread()
+    armed = threading.Event()
+
+    def clock() -> float:
+        if where == "the delay's end" and armed.is_set() and threading.current_thread() is caller:
+            armed.clear()
+            raise Interrupt
+        return 1000.0
+
+    def hook(event: Any) -> None:
+        if where != "the delay's end" and event.kind == "hedge" and armed.is_set():
+            armed.clear()
+            raise Interrupt
+
+    transport = rt.RetryTransport(httpx.MockTransport(server.handler()), clock=clock,
+                                  hedging=rt.Hedging(DELAY), hooks=[hook])
+    armed.set()
+    with pytest.raises(Interrupt):
+        if where == "a dressed hedge sent":
+            with rt.deadline(60.0):
+                transport.handle_request(httpx.Request("GET", URL))
+        else:
+            transport.handle_request(httpx.Request("GET", URL))
+    server.release.set()  # the held attempts answer now, to no one
+    response = transport.handle_request(httpx.Request("GET", URL))
+    assert response.status_code == 200
+    response.close()
+    transport.close()  # waits for the workers
+    sent = len(server.seen)  # the interrupted request's attempts, and the next one's
+    assert sent == (2 if where == "the delay's end" else 3)
+    assert sorted(server.closed) == list(range(1, sent + 1))
+    assert thread_deaths == []
+
+
 def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from retry_transport._io import hedge_loops as _hedge_loops
@@ -481,6 +554,147 @@ def test_a_closed_transports_tries_start_no_more_attempts() -> None:
     assert workers.reserve(workers.generation)  # a request made after it
     workers.release()
     workers.close()
+
+
+#: Where the caller's cancellation comes in a hedged request (the first attempt holds until
+#: the point says otherwise): while the first is out, before its delay; once the hedge is
+#: sent; as the hedge answers; as the first answers, the hedge out; as the first is
+#: cancelled because the hedge won.
+CANCEL_POINTS = ["first out", "hedge sent", "hedge answered", "first answered",
+                 "first cancelled"]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("point", CANCEL_POINTS)
+def test_an_async_request_cancelled_closes_every_answer_and_frees_its_probes(
+        backend: str, point: str) -> None:
+    """The caller's scope is cancelled at ``point`` of a quick hedged request, and of one
+    whose attempts are a half-open breaker's two probes: every answer is closed, by the
+    transport or the client, and both probe slots come back (the next request is admitted
+    and hedged)."""
+    created: list[int] = []
+    closed: list[int] = []
+
+    class Body(httpx.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, number: int) -> None:
+            self.number = number
+
+        async def __aiter__(self) -> Any:
+            yield b"x"
+
+        async def aclose(self) -> None:
+            closed.append(self.number)
+
+    def answer() -> httpx.Response:
+        created.append(len(created) + 1)
+        return httpx.Response(200, stream=Body(len(created)))
+
+    async def cancelled(**kwargs: Any) -> list[int]:
+        """The request cancelled at ``point``, then the next one: its attempts."""
+        scope = anyio.CancelScope()
+        hedge_out = anyio.Event()
+        then: list[int] = []
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            hedge = request.extensions.get("retry_attempt") == 2
+            if scope.cancelled_caught:  # the next request: a slow first and a hedge
+                then.append(1)
+                if not hedge:
+                    await anyio.sleep(SLOW)
+                return answer()
+            if not hedge:
+                if point == "first out":
+                    scope.cancel()
+                if point == "first answered":
+                    await hedge_out.wait()
+                    scope.cancel()
+                    return answer()
+                try:
+                    await anyio.sleep(3600)
+                except anyio.get_cancelled_exc_class():
+                    if point == "first cancelled":
+                        scope.cancel()
+                    raise
+            hedge_out.set()
+            if point in ("hedge sent", "hedge answered"):
+                scope.cancel()
+            if point in ("hedge sent", "first answered"):
+                await anyio.sleep(3600)
+            return answer()
+
+        transport = rt.AsyncRetryTransport(httpx.MockTransport(handler),
+                                           hedging=rt.Hedging(DELAY), budget=None, **kwargs)
+        async with httpx.AsyncClient(transport=transport) as client:
+            with scope:
+                await client.get(URL)
+            assert scope.cancelled_caught
+            response = await client.get(URL)
+            assert response.status_code == 200
+        return then
+
+    async def main() -> None:
+        now = [1000.0]
+        breaker = rt.CircuitBreaker(min_requests=1, break_duration=1.0, half_open_probes=2,
+                                    clock=lambda: now[0])
+        failing = rt.AsyncRetryTransport(httpx.MockTransport(lambda _: httpx.Response(503)),
+                                         breaker=breaker, max_attempts=1)
+        await failing.handle_async_request(httpx.Request("GET", URL))
+        now[0] += 1.5  # half-open: two probes
+        assert await cancelled() == [1, 1]
+        assert await cancelled(breaker=breaker) == [1, 1]  # both admitted: no slot kept
+
+    if backend == "trio":
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    else:
+        anyio.run(main, backend="asyncio")
+    assert created and sorted(closed) == sorted(created)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_hedge_that_leaves_the_pool_as_it_is_cancelled_is_no_hedge(backend: str) -> None:
+    """httpx's own transport (a pool that traces each request): the hedge waits for a
+    connection while the first attempt is on the wire; the first answers, the race is over,
+    and the hedge is handed its connection just as it is cancelled (a pool's hand-over
+    completes before the cancellation is seen at the next checkpoint): it reports being on
+    the wire after the race. It is no hedge for ``RetryInfo``, nor for the stats, the hook
+    events or the budget."""
+    waiting = anyio.Event()
+
+    class Pool(httpx.AsyncHTTPTransport):  # type: ignore[name-defined,misc]
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            trace = request.extensions["trace"]
+            if request.extensions.get("retry_attempt") != 2:  # the first: a connection
+                await trace("connection.connect_tcp.started", {})
+                await waiting.wait()
+                return httpx.Response(200)
+            waiting.set()
+            try:
+                await anyio.sleep(3600)  # every connection is busy
+            except anyio.get_cancelled_exc_class():
+                await trace("connection.connect_tcp.started", {})  # handed one, cancelled
+                raise
+            raise AssertionError("the hedge got a connection")
+
+    events: list[Any] = []
+
+    async def main() -> None:
+        budget = rt.RetryBudget()
+        transport = rt.AsyncRetryTransport(Pool(), hedging=rt.Hedging(DELAY), budget=budget,
+                                           hooks=events.append)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(URL)
+        assert waiting.is_set()  # the hedge went to the pool
+        info = rt.retry_info(response)
+        assert info is not None and info.hedges == 0
+        assert [(a.hedge, a.cancelled) for a in info.history] == [(False, False)]
+        assert transport.stats.hedges == 0
+        assert [event.kind for event in events] == []
+        assert budget.tokens == budget.capacity
+
+    if backend == "trio":
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    else:
+        anyio.run(main, backend="asyncio")
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

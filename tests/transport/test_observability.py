@@ -298,3 +298,38 @@ def test_retry_after_too_long_gives_the_value_and_the_cap(
     [line] = [r.getMessage() for r in caplog.records if r.name == "retry_transport"]
     assert line.endswith(
         "(retry_after_too_long: Retry-After of 120 s is over max_retry_after (60 s))")
+
+
+# -- an SDK retrying above the transport ----------------------------------------------------
+
+
+def sdk_post(harness: Harness, transport: object, count: str) -> httpx.Response:
+    """A chat completion's POST, as the OpenAI SDK numbers its own retries."""
+    return harness.send(transport, "POST",  # type: ignore[arg-type]
+                        url="https://api.example.com/v1/chat/completions",
+                        headers={"x-stainless-retry-count": count})
+
+
+def test_an_sdk_retry_answered_at_once_is_warned_of(harness: Harness) -> None:
+    """The SDK's call answered 409 (handed back at once), then its retry answered 200 at
+    once on the quick path: that retry is warned of, once, as a LayeredRetriesWarning."""
+    handler, seen = script(409, 200)
+    transport = harness.transport(handler)
+    assert sdk_post(harness, transport, "0").status_code == 409
+    with pytest.warns(rt.LayeredRetriesWarning, match="max_retries=0") as caught:
+        assert sdk_post(harness, transport, "1").status_code == 200
+        assert sdk_post(harness, transport, "2").status_code == 200
+    assert len(caught) == 1 and len(seen) == 3
+
+
+def test_the_warning_as_an_error_leaves_nothing_behind(harness: Harness) -> None:
+    """Under ``-W error`` (as this suite runs) the warning is raised as the SDK's retry
+    starts: nothing of it was sent or counted, and the transport goes on as before."""
+    handler, seen = script(409, 200)
+    transport = harness.transport(handler)
+    sdk_post(harness, transport, "0")
+    with pytest.raises(rt.LayeredRetriesWarning):
+        sdk_post(harness, transport, "1")
+    assert len(seen) == 1 and transport.stats.requests == 1
+    assert sdk_post(harness, transport, "1").status_code == 200  # warned once: no more
+    assert len(seen) == 2 and transport.stats.requests == 2

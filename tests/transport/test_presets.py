@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import warnings
 
 import httpx
 import pytest
@@ -64,30 +65,38 @@ def _send(transport: rt.RetryTransport, count: str | None) -> httpx.Response:
         return client.post("https://api.example.com/v1/chat/completions", headers=headers)
 
 
-@pytest.mark.parametrize(("counts", "warnings"), [
+@pytest.mark.parametrize(("counts", "expected"), [
     (["1", "2", "1"], 1), (["0", "0"], 0), (["x1", " 1", "1.0"], 0), ([None], 0),
+    (["9" * 5000], 1),  # a number of any length: read without int()
 ])
 def test_one_warning_per_transport_when_the_sdk_retries_above_it(
-        caplog: pytest.LogCaptureFixture, counts: list[str | None], warnings: int) -> None:
-    """A retry count above 0 in ASCII digits: one WARNING per transport, however many."""
-    answers = iter([429, 200] * len(counts))
+        caplog: pytest.LogCaptureFixture, counts: list[str | None], expected: int) -> None:
+    """After a failure the SDK's call handed back (a 409, its count 0), a retry count above
+    0 in ASCII digits: one WARNING line and one LayeredRetriesWarning per transport,
+    however many such requests."""
+    answers = iter([409] + [200] * len(counts))
     transport = rt.RetryTransport(
         httpx.MockTransport(lambda request: httpx.Response(next(answers))),
         policy=rt.presets.openai(), sleep=lambda seconds: None)
-    with caplog.at_level(logging.WARNING, logger="retry_transport"):
+    with caplog.at_level(logging.WARNING, logger="retry_transport"), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _send(transport, "0").status_code == 409
         for count in counts:
             assert _send(transport, count).status_code == 200
     said = [r for r in caplog.records if "x-stainless-retry-count" in r.getMessage()]
-    assert len(said) == warnings
+    assert len(said) == expected
     assert all("max_retries=0" in r.getMessage() for r in said)
+    assert [str(w.message) for w in caught] == [r.getMessage() for r in said]
+    assert all(w.category is rt.LayeredRetriesWarning for w in caught)
 
 
-def test_each_transport_warns_once(caplog: pytest.LogCaptureFixture) -> None:
-    """Two transports: a line each; retries off for the request do not silence it."""
-    with caplog.at_level(logging.WARNING, logger="retry_transport"):
+def test_each_transport_warns_once() -> None:
+    """Two transports: a warning each; retries off for the request do not silence it."""
+    with pytest.warns(rt.LayeredRetriesWarning) as caught:
         for _ in range(2):
             transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(503)),
                                           max_attempts=1)
-            _send(transport, "3")
-            _send(transport, "3")
-    assert sum("x-stainless-retry-count" in r.getMessage() for r in caplog.records) == 2
+            for _ in range(3):
+                _send(transport, "3")
+    assert len(caught) == 2

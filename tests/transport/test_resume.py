@@ -66,13 +66,17 @@ class RangeServer:
         self.streams: list[Any] = []
         #: Answers to give to range requests instead of the data: status, headers.
         self.answers: list[tuple[int, dict[str, str]]] = []
+        #: For the next range requests, bytes more (zeros) or fewer than the Content-Range
+        #: names that the 206 then brings, sent with no Content-Length (as chunked).
+        self.lies: list[int] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         asked = request.headers.get("range")
         if asked is not None and self.answers:
-            status, headers = self.answers.pop(0)
-            return httpx.Response(status, headers=headers, content=b"refused")
+            status, headers = self.answers.pop(0)  # a body of no declared length
+            return httpx.Response(status, headers=headers,
+                                  stream=broken_stream([b"refused"], None))
         first, last = 0, len(self.data) - 1
         if asked is not None:
             start, _, end = asked.removeprefix("bytes=").partition("-")
@@ -90,6 +94,11 @@ class RangeServer:
         if asked is None:
             return httpx.Response(200, headers=headers, stream=stream)
         headers["content-range"] = f"bytes {first}-{last}/{len(self.data)}"
+        if self.lies:
+            lie = self.lies.pop(0)
+            del headers["content-length"]
+            body = body + bytes(lie) if lie >= 0 else body[:lie]
+            stream = self.streams[-1] = broken_stream(pieces(body), None)
         return httpx.Response(206, headers=headers, stream=stream)
 
 
@@ -194,6 +203,13 @@ def test_a_changed_resource_ends_with_the_original_error(harness: Harness) -> No
      "the server answered 206 with another ETag: the resource changed"),
     ((206, {"content-range": "bytes 5000-9999/16384", "etag": ETAG}),
      "the server answered 206 with bytes 5000-9999/16384, not the bytes 5000- asked for"),
+    # a header that cannot be read refuses the answer: the break, never a ValueError
+    pytest.param((206, {"content-range": "bytes 5000-" + "9" * 5000 + "/1" + "0" * 5000,
+                        "etag": ETAG}),
+                 "the server answered 206 without a single Content-Range", id="5000-digits"),
+    ((206, {"content-range": "bytes 5000-16383/16384", "content-length": "11385",
+            "etag": ETAG}),
+     "the server answered 206 with bytes 5000-16383/16384 in a body of 11385 bytes"),
 ])
 def test_an_answer_not_of_the_bytes_asked_for_ends_resumption(
         harness: Harness, answer: tuple[int, dict[str, str]], note: str) -> None:
@@ -203,6 +219,123 @@ def test_an_answer_not_of_the_bytes_asked_for_ends_resumption(
         read(harness, harness.transport(server, resume=rt.Resume()))
     assert caught.value.__notes__[-1].endswith(note)
     assert rt.retry_info(caught.value).stop_reason is rt.StopReason.NOT_RETRYABLE
+
+
+@table("headers", [
+    {"content-range": "bytes 0-" + "9" * 5000 + "/1" + "0" * 5000},
+    {"content-length": "9" * 5000},
+], ids=["range-5000-digits", "length-5000-digits"])
+def test_a_header_that_cannot_be_read_hands_the_response_over_unresumed(
+        harness: Harness, headers: dict[str, str]) -> None:
+    requests: list[httpx.Request] = []
+    stream = broken_stream([DATA[:3000]], httpx.ReadError("connection lost"))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        status = 206 if "content-range" in headers else 200
+        return httpx.Response(status, headers={"etag": ETAG, **headers}, stream=stream)
+
+    with pytest.raises(httpx.ReadError) as caught:  # the break, as without resume
+        read(harness, harness.transport(handler, resume=rt.Resume()))
+    assert b"".join(read.partial) == DATA[:3000]  # type: ignore[attr-defined]
+    assert len(requests) == 1
+    assert not getattr(caught.value, "__notes__", None)
+    assert stream.closed
+
+
+def test_a_response_whose_hand_over_fails_is_closed(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    from retry_transport._call import resumption
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("no plan")
+
+    monkeypatch.setattr(resumption, "plan", fail)
+    server = RangeServer()
+    with pytest.raises(RuntimeError, match="no plan"):
+        read(harness, harness.transport(server, resume=rt.Resume()))
+    assert [stream.closed for stream in server.streams] == [True]
+
+
+def test_a_206_longer_than_its_range_ends_with_the_break_before_a_byte_past_it(
+        harness: Harness) -> None:
+    server = RangeServer(cuts=(5000,))
+    server.lies.append(50)  # bytes 5000-16383 asked, and given, with 50 more after them
+    events: list[rt.RetryEvent] = []
+    transport = harness.transport(server, resume=rt.Resume(), hooks=events.append)
+    with pytest.raises(httpx.ReadError) as caught:
+        read(harness, transport)
+    # the 206's last chunk (bytes 16000-16383 and the 50 more) is not handed on
+    assert b"".join(read.partial) == DATA[:16000]  # type: ignore[attr-defined]
+    assert str(caught.value) == "connection lost"  # the break itself
+    assert caught.value.__notes__ == [
+        "retry-transport: not resumed after 1 resumption(s) (not_retryable): the body went "
+        "on past byte 16383, the last its headers declared"]
+    info = rt.retry_info(caught.value)
+    assert info.stop_reason is rt.StopReason.NOT_RETRYABLE
+    assert [(a.status, a.error) for a in info.history] == [(200, "ReadError"),
+                                                           (206, "RemoteProtocolError")]
+    assert [e.kind for e in events] == ["resume", "give_up"]
+    assert transport.stats.budget_tokens == 500 - 5  # the resumption's cost is not given back
+    assert all(stream.closed for stream in server.streams)
+
+
+def test_a_206_shorter_than_its_range_is_a_break_and_resumed(harness: Harness) -> None:
+    server = RangeServer(cuts=(5000,))
+    server.lies.append(-50)  # bytes 5000-16383 asked and named, 50 fewer given
+    body, response = read(harness, harness.transport(server, resume=rt.Resume()))
+    assert body == DATA
+    assert [r.headers.get("range") for r in server.requests] == [
+        None, "bytes=5000-", "bytes=16334-"]
+    info = rt.retry_info(response)
+    assert info.resumes == 2
+    assert [(a.status, a.error, a.resumed_at) for a in info.history] == [
+        (200, "ReadError", None), (206, "RemoteProtocolError", 5000), (206, None, 16334)]
+
+
+def test_a_206_shorter_than_its_range_ends_with_the_original_error(harness: Harness) -> None:
+    server = RangeServer(cuts=(5000,))
+    server.lies.append(-50)
+    with pytest.raises(httpx.ReadError) as caught:
+        read(harness, harness.transport(server, resume=rt.Resume(1)))
+    assert b"".join(read.partial) == DATA[:16334]  # type: ignore[attr-defined]
+    assert str(caught.value) == "connection lost"  # the break being resumed, not a new one
+    assert caught.value.__notes__[-1].endswith("(max_attempts): max_resumes (1) reached")
+    assert len(server.requests) == 2
+
+
+@table("lie, partial, error", [
+    (-50, DATA, None),  # ended short: resumed from there
+    (50, DATA[:16000], "the body went on past byte 16383, the last its headers declared"),
+], ids=["short", "long"])
+def test_the_first_body_is_held_to_its_content_length(
+        harness: Harness, lie: int, partial: bytes, error: str | None) -> None:
+    # a 200 whose body, as the inner transport lets it through, is not its Content-Length
+    server = RangeServer()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.headers.get("range") is not None:
+            return server(request)
+        server.requests.append(request)
+        body = DATA + bytes(lie) if lie >= 0 else DATA[:lie]
+        return httpx.Response(200, headers={"etag": ETAG, "content-length": str(len(DATA))},
+                              stream=broken_stream(pieces(body), None))
+
+    transport = harness.transport(handler, resume=rt.Resume())
+    if error is None:
+        body, response = read(harness, transport)
+        assert body == partial
+        assert server.requests[1].headers["range"] == f"bytes={len(DATA) + lie}-"
+        assert [a.error for a in rt.retry_info(response).history] == [
+            "RemoteProtocolError", None]
+        return
+    with pytest.raises(httpx.RemoteProtocolError) as caught:
+        read(harness, transport)
+    assert b"".join(read.partial) == partial  # type: ignore[attr-defined]
+    assert str(caught.value) == error
+    assert caught.value.__notes__ == [
+        f"retry-transport: not resumed after 0 resumption(s) (not_retryable): {error}"]
+    assert len(server.requests) == 1
 
 
 def test_a_retryable_answer_to_a_resumption_is_retried_within_max_resumes(
@@ -450,6 +583,37 @@ def test_the_id_a_resumption_sends(harness: Harness, sent: dict[str, str], body:
     got, _ = read(harness, harness.transport(handler, resume=rt.Resume()), headers=sent)
     assert asked == [sent.get("Last-Event-ID", "").encode() or None, resumed_from]
     assert got.endswith(b"data: c\n\n")
+
+
+def test_a_retry_field_of_any_length_never_breaks_the_read(harness: Harness) -> None:
+    # every event reaches the caller, the one before the field in the same chunk too
+    body = b"id: 1\ndata: a\n\nretry: " + b"9" * 5000 + b"\n\nid: 2\ndata: b\n\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=broken_stream([body], None))
+
+    got, response = read(harness, harness.transport(handler, resume=rt.Resume()))
+    assert got == body
+    assert rt.retry_info(response).resumes == 0
+
+
+def test_a_reconnection_time_too_long_to_use_waits_max_retry_after(harness: Harness) -> None:
+    # 401 digits: more than a float holds once divided into seconds
+    first = b"retry: 1" + b"0" * 400 + b"\n\nid: 1\ndata: a\n\nid: 2\nda"
+    bodies = [(first, httpx.ReadError("cut")), (b"id: 2\ndata: b\n\n", None)]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        chunk, error = bodies.pop(0)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              stream=broken_stream([chunk], error))
+
+    policy = rt.RetryPolicy(max_retry_after=5.0, base_delay=0.1, jitter="none")
+    got, response = read(harness, harness.transport(handler, resume=rt.Resume(),
+                                                    policy=policy))
+    assert event_ids(got) == [1, 2]
+    assert harness.waits == [5.0]  # the stream's time, capped
+    assert rt.retry_info(response).resumes == 1
 
 
 def test_a_post_event_stream_is_never_resent(harness: Harness) -> None:

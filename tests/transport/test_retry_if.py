@@ -3,6 +3,7 @@ nothing else."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any
 
@@ -138,6 +139,25 @@ def test_an_answer_of_another_kind_is_a_type_error(harness: Harness) -> None:
     with pytest.raises(TypeError, match="retry_if must return True, False or None"):
         harness.send(harness.transport(handler, retry_if=Asked("yes")))
     assert len(seen) == 1
+
+
+def test_a_coroutine_returned_is_closed(harness: Harness) -> None:
+    """A plain lambda calling an async function returns a coroutine: the TypeError names
+    it, and the coroutine is closed, so no "never awaited" warning follows."""
+    made: list[Any] = []
+
+    async def judge(outcome: object) -> bool:
+        return True
+
+    def predicate(outcome: object) -> Any:
+        made.append(judge(outcome))
+        return made[-1]
+
+    handler, seen = script(503, 200)
+    with pytest.raises(TypeError, match="retry_if must return True, False or None"):
+        harness.send(harness.transport(handler, retry_if=predicate))
+    assert len(seen) == 1 and len(made) == 1
+    assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
 
 
 def test_the_guards_keep_the_built_in_verdict(harness: Harness) -> None:

@@ -135,6 +135,29 @@ def test_a_transient_error_is_a_request_without_accept(harness: Harness) -> None
     assert throttle.counts(ORIGIN) == (2, 0)
 
 
+def test_the_clients_own_pool_timeouts_are_not_counted(harness: Harness) -> None:
+    """A PoolTimeout never reached the origin and says nothing of it: neither a request nor
+    an accept, so a burst of them cannot make the throttle refuse what follows."""
+    throttle = rt.AdaptiveThrottle(rng=Below(), clock=harness.clock)
+    calls: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) <= 6:
+            raise httpx.PoolTimeout("pool full", request=request)
+        return httpx.Response(200)
+
+    transport = harness.transport(handler, throttle=throttle, budget=None)
+    for _ in range(2):
+        with pytest.raises(httpx.PoolTimeout):
+            harness.send(transport)
+    assert len(calls) == 6
+    assert throttle.counts(ORIGIN) == (0, 0)
+    assert harness.send(transport).status_code == 200
+    assert throttle.counts(ORIGIN) == (1, 1)
+    assert transport.stats.throttled == 0
+
+
 def test_a_shared_throttle_counts_every_transport(harness: Harness) -> None:
     throttle = rt.AdaptiveThrottle(clock=harness.clock)
     handler, _ = answering(200)

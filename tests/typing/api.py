@@ -137,7 +137,9 @@ def server_signals() -> None:
     declined: rt.StopReason = rt.StopReason.SERVER_DECLINED
     attempt = rt.Attempt(429, None, 2.0, 2.1, "ratelimit")
     signal: str | None = attempt.signal
-    del declined, signal
+    held: float = attempt.held
+    held_by: str | None = attempt.held_by
+    del declined, signal, held, held_by
     rt.RetryTransport(trust_should_retry="yes")  # type: ignore[arg-type]
 
 

@@ -144,7 +144,8 @@ class Controller:
                     and policy.deadline is None and not policy.retry_body_errors
                     and self.resume is None),
             reads_quotas=cooldown and policy.respect_rate_limits,
-            requests=self.request_counter, final_pairs=self.final_pairs, final=self.final)
+            requests=self.request_counter, final_pairs=self.final_pairs, final=self.final,
+            observer=self.observer, clock=clock)
 
     def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""
@@ -189,19 +190,24 @@ class Controller:
         self.observer.resume(request, attempt, wait, status, error, resumed_at)
 
     def note_resume_end(self, request: Request, info: RetryInfo, detail: str) -> None:
-        """A broken body is not resumed (further): counted as given up, and told."""
+        """A broken body is not resumed (further): counted as given up, and told; the
+        break reaches the caller, a failure an SDK above may retry."""
         self._count_gave_up(info.stop_reason)
         self.observer.resume_ended(request, info, detail)
+        self.quick.failed(request)
 
     def note_finish(self, request: Request, info: RetryInfo, failed_retryable: bool,
                     detail: str | None = None) -> None:
-        """Count and tell a request's end; ``detail``: why a rule stopped it, for the log."""
+        """Count and tell a request's end; ``detail``: why a rule stopped it, for the log.
+        Anything but a success is a failure handed back, which an SDK above may retry."""
         reason = info.stop_reason
         gave_up = reason is not SUCCESS and (info.retries > 0 or failed_retryable)
         if gave_up:
             self._count_gave_up(reason)
         if gave_up or info.retries > 0:
             self.observer.finish(request, info, gave_up, detail)
+        if reason is not SUCCESS:
+            self.quick.failed(request)
 
     def _count_gave_up(self, reason: StopReason) -> None:
         with self._lock:

@@ -41,6 +41,7 @@ from .._leaves.models import (
     SERVER_DECLINED,
     Attempt,
     StopReason,
+    held_first,
     new_attempt,
     new_retry_info,
 )
@@ -89,8 +90,8 @@ class _Progress:
     """What happened to a request beyond a quick first attempt: created when first needed,
     so a request that succeeds at once never pays for it."""
 
-    __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "paid",
-                 "place", "previous", "skipped", "total_wait")
+    __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "hold",
+                 "paid", "place", "previous", "skipped", "total_wait")
 
     def __init__(self, base_delay: float) -> None:
         self.history: list[Attempt] = []
@@ -109,6 +110,9 @@ class _Progress:
         # Where the next record goes in ``history`` (None: at the end): a hedged try keeps
         # its attempts in the order they started, whichever answered last.
         self.place: int | None = None
+        # A guard's hold before the first attempt (its wait is in total_wait): the first
+        # record shows it when the history is handed over (``held_first``).
+        self.hold: Hold | None = None
 
 
 class RetryCall(TimeLeft):
@@ -141,9 +145,6 @@ class RetryCall(TimeLeft):
         """
         self._controller = controller
         self.request = request
-        observer = controller.observer
-        if not observer.layered:  # on requests that go past the quick path only: cheap
-            observer.sdk_retries(request)
         # The transport's close count when the request began: after another close, no
         # attempt of this request starts.
         self._closes = controller.closes if closes is None else closes
@@ -162,6 +163,9 @@ class RetryCall(TimeLeft):
             self.policy = controller.policy
             self._tickets = controller.quick.tickets
             return
+        observer = controller.observer
+        if not observer.layered:  # an SDK's retry above? Read before anything has started
+            observer.sdk_retries(request)  # (on the quick path: see QuickPath.failed)
         policy = controller.policy
         override = request.extensions.get("retry")
         testing = self.testing = testmode.active
@@ -280,7 +284,9 @@ class RetryCall(TimeLeft):
         if hold is None or kind is not FIRST:
             return None
         wait = hold.wait
-        self._state().total_wait += wait
+        progress = self._state()
+        progress.total_wait += wait
+        progress.hold = hold
         self._controller.observer.cooldown(self.request, self.origin, wait, hold.signal)
         return self._to_sleep(wait)
 
@@ -314,6 +320,7 @@ class RetryCall(TimeLeft):
         left = self._check_deadline(progress)
         if retry and controller.guards:
             self._admit(RETRY, progress.paid)
+            progress.paid = None  # admitted: sent from now on, whatever ends it
         if left is None and not retry:
             if header is not None:
                 request.headers[header] = "1"
@@ -400,11 +407,16 @@ class RetryCall(TimeLeft):
 
     def abandon(self) -> None:
         """Something ended the request outside the decisions (a cancellation, an interrupt,
-        an error of the driver's own): the caller's extensions go back on the request, and
-        the attempt in flight is settled without a verdict (a probe's slot goes back)."""
+        an error of the driver's own, a ``sleep`` that raised): the caller's extensions go
+        back on the request, the attempt in flight is settled without a verdict (a probe's
+        slot goes back), and a retry decided but not yet admitted (its wait cut short) is
+        not sent: what the guards' vetoes took for it goes back."""
         self._attempt_over()
         if self._tickets:
             self._settle(None)
+        progress = self._progress
+        if progress is not None:
+            self._unpaid(progress)
 
     def on_response(self, response: Response) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
@@ -420,6 +432,8 @@ class RetryCall(TimeLeft):
                 self._tickets = _NO_TICKETS
                 for guard, ticket in pairs:
                     guard.settle(self, ticket, outcome)
+            if status >= 400:  # a failure handed back: an SDK above may retry it
+                controller.quick.failed(self.request)
             return None
         self._attempt_over()
         outcome = self._outcome_of(response, status)
@@ -560,6 +574,8 @@ class RetryCall(TimeLeft):
         self._record_attempt(progress, new_attempt(outcome.status, outcome.error, floor, 0.0,
                                                    signal, refused_wait, self._hedged(progress)))
         history = tuple(progress.history)
+        if progress.hold is not None:
+            history = held_first(history, progress.hold.wait, progress.hold.holder)
         info = new_retry_info(len(history), len(history) - 1, history, progress.total_wait,
                               reason, progress.body, progress.hedges)
         if isinstance(result, BaseException):

@@ -159,9 +159,12 @@ class HedgedCall(RetryCall):
 
     def sent(self, slot: Slot, when: float) -> None:
         """Attempt ``slot`` left the client's own pool at ``when``: a hedge is counted (in
-        ``RetryInfo.hedges``, the stats, a ``hedge`` event) only now. One still waiting
-        for a connection when the try ends is no hedge: :meth:`_end_try` gives back what
-        its admission took."""
+        ``RetryInfo.hedges``, the stats, a ``hedge`` event) only now, all three here. One
+        still waiting for a connection when the try ends is no hedge: :meth:`_end_try`
+        gives back what its admission took, and its leaving the pool after that (a pool
+        hands a connection over before the cancellation is seen) counts nothing."""
+        if not slot.running:  # the try is over for it: not on the wire for this call
+            return
         slot.sent = when
         if slot.hedge:
             self._state().hedges += 1
@@ -198,6 +201,8 @@ class HedgedCall(RetryCall):
                 tickets, slot.tickets = slot.tickets, []
                 for guard, ticket in tickets:
                     guard.settle(self, ticket, outcome)
+                if status >= 400:  # a failure handed back: an SDK above may retry it
+                    controller.quick.failed(self.request)
                 return "win", None
         self._tickets, slot.tickets = slot.tickets, []
         self._current = slot

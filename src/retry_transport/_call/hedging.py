@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from .._leaves.validate import is_number
+from .._leaves.validate import check_seconds
 from .._wire.http import origin as origin_of
 
 if TYPE_CHECKING:
@@ -48,10 +48,13 @@ _FLOOR: Final = 0.001
 _REFRESH: Final = 1.0
 
 
-def _seconds(name: str, value: object) -> float:
-    if not is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
-    return float(value)
+def _seconds(name: str, value: object, kinds: str = "a number of seconds") -> float:
+    """Seconds > 0, bounded as every option's are (``check_seconds``): a worker thread waits
+    them (a lock's or a queue's timeout), which refuses a time the platform cannot hold.
+    ``kinds`` says what else the argument may be, for the ``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be {kinds}, got {value!r}")
+    return check_seconds(name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +67,14 @@ class Hedging:
     as without hedging.
 
     Args:
-        delay: seconds to wait for an answer before the next copy (a finite number > 0), or
-            a percentile of the origin's latency over the last minute, ``"p50"`` to
+        delay: seconds to wait for an answer before the next copy (a number > 0 and at most
+            1e9), or a percentile of the origin's latency over the last minute, ``"p50"`` to
             ``"p99.9"`` (``"pNN"`` or ``"pNN.N"``). Default ``"p95"``.
         max_attempts: the most attempts of one try in flight at once, the first included:
             2 to 5 (as gRPC allows). Default 2. Every attempt also counts towards the
             policy's ``max_attempts``.
-        fallback_delay: the delay, in seconds, while the origin has fewer than
-            ``min_samples`` latencies recorded. Default 0.05.
+        fallback_delay: the delay, in seconds (> 0 and at most 1e9), while the origin has
+            fewer than ``min_samples`` latencies recorded. Default 0.05.
         min_samples: latencies an origin needs before its percentile is used: an integer
             >= 1. Default 50.
 
@@ -79,6 +82,8 @@ class Hedging:
 
     Raises:
         ValueError: an invalid value (the message names the argument).
+        TypeError: a ``delay`` neither seconds nor a percentile, or a ``fallback_delay``
+            that is not a number.
     """
 
     delay: float | str = "p95"
@@ -100,7 +105,8 @@ class Hedging:
                                  f"'p99.9' ('pNN' or 'pNN.N'), got {delay!r}")
             quantile = value / 100.0
         else:
-            object.__setattr__(self, "delay", _seconds("delay", delay))
+            object.__setattr__(self, "delay", _seconds(
+                "delay", delay, "a number of seconds or a percentile such as 'p95'"))
         object.__setattr__(self, "quantile", quantile)
         attempts = self.max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 2 <= attempts <= 5:

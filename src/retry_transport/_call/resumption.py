@@ -123,13 +123,49 @@ class Resumption:
         """The body ended cleanly: the last resumption's cost goes back to the budget."""
         self._settle_kept(self._success)
 
+    def overran(self) -> NoReturn:
+        """By ranges, the body went on past the last byte its headers declared: resumption
+        ends (the bytes before that one were handed on, none after it), and the break being
+        resumed is raised, noted; in the first body, with no break yet, the flavour's
+        protocol error."""
+        error = self._miscounted(over=True)
+        if self._error is None:
+            self._error = error
+        last = self._history[-1]
+        self._history[-1] = replace(last, error=type(error).__name__)
+        self._end(NOT_RETRYABLE, str(error))
+
+    def _miscounted(self, *, over: bool) -> Exception:
+        """The flavour's protocol error for a body (by ranges) that went on past the last
+        byte its headers declared (``over``), or ended before it."""
+        ranges = self.ranges
+        size = None if ranges is None else ranges.size()
+        assert ranges is not None and size is not None
+        last = ranges.start + size - 1
+        message = (f"the body went on past byte {last}, the last its headers declared" if over
+                   else f"the body ended before byte {ranges.start + ranges.read}; its headers "
+                        f"declared bytes up to {last}")
+        error: Exception = self.call._controller.flavour.protocol_error(
+            message, request=self.call.request)
+        return error
+
     # -- a break -------------------------------------------------------------------------
 
-    def on_break(self, exc: Exception) -> float:
-        """The body broke with ``exc``: the wait before the resumption; raises ``exc``
-        (noted, with the request's metadata) when there is to be none."""
+    def on_break(self, exc: Exception | None) -> float:
+        """The body broke with ``exc``: the wait before the resumption; raises the break
+        (noted, with the request's metadata) when there is to be none.
+
+        ``exc`` is ``None`` for a body that ended cleanly short of the bytes its range
+        declared: a break too, recorded as the flavour's protocol error (what its own
+        reading raises for a body shorter than its ``Content-Length``). The error raised
+        when resumption ends is then still the break being resumed, when there is one."""
         self._settle_kept(None)  # the resumption's body broke: its cost is not given back
-        self._error = exc
+        if exc is None:
+            exc = self._miscounted(over=False)
+            if self._error is None:
+                self._error = exc
+        else:
+            self._error = exc
         last = self._history[-1]
         self._history[-1] = replace(last, error=type(exc).__name__)
         scanner = self.scanner

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .._leaves.models import CLOSED, DEADLINE, RetryInfo, StopReason
+from .._leaves.models import CLOSED, DEADLINE, RetryInfo, StopReason, held_first
 from .._wire.http import remember
 
 if TYPE_CHECKING:
@@ -70,6 +70,14 @@ class TimeLeft:
             self._expired(progress, left)
         return left
 
+    def _unpaid(self, progress: Any) -> None:
+        """The retry decided last (``progress.paid``) is not sent after all: what every
+        guard's veto took for it goes back, once."""
+        paid = progress.paid
+        if paid is not None:
+            progress.paid = None
+            self._give_back(paid, 0)
+
     def _give_back(self, paid: list[object], start: int) -> None:
         """A retry is not sent after all: what the vetoes of the guards from index
         ``start`` on took for it (``paid``, by guard index) goes back."""
@@ -106,10 +114,9 @@ class TimeLeft:
         total_wait = 0.0
         if progress is not None:
             history, total_wait = tuple(progress.history), progress.total_wait
-            paid = progress.paid
-            if history and paid is not None:  # a retry not sent after all
-                progress.paid = None
-                self._give_back(paid, 0)
+            if progress.hold is not None:
+                history = held_first(history, progress.hold.wait, progress.hold.holder)
+            self._unpaid(progress)  # before a retry: it is not sent after all
         info = RetryInfo(len(history), len(history), history, total_wait, reason)
         note = None
         if history:

@@ -140,9 +140,11 @@ class CircuitBreaker:
             breaker alone. With a store, ``clock`` is also called from the store's thread.
 
     What counts as a failure: a transient transport error, or a status in the policy's
-    ``retry_statuses`` or >= 500. Other answers (a 404, a 401) are healthy ones. Every
-    attempt counts, retries included. The breaker is exact under threads and tasks; its
-    lock is held only for a few counter updates, never across a wait.
+    ``retry_statuses`` or >= 500. Other answers (a 404, a 401) are healthy ones. An error
+    that says nothing of the origin counts as neither: one no retry can fix, or a pool
+    timeout (the client's own pool was full, nothing was sent). Every attempt counts,
+    retries included. The breaker is exact under threads and tasks; its lock is held only
+    for a few counter updates, never across a wait.
     """
 
     def __init__(

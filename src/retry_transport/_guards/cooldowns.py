@@ -120,7 +120,7 @@ class CooldownTable(Guard):
         if left is not None and wait >= left:
             return self._refusal(origin, remaining, signal, DEADLINE,
                                  f"past the deadline ({left:.3f} s left)")
-        return Hold(wait, signal)
+        return Hold(wait, signal, "cooldown")
 
     @staticmethod
     def _refusal(origin: str, remaining: float, signal: str, reason: StopReason,

@@ -10,7 +10,8 @@ of a request, the core (``_call/core.py``, ``RetryCall``):
    answered (``paid``): it answers with a ticket (any object, handed back when the attempt
    is settled; ``None``: nothing to settle), a :class:`Refusal` (the attempt is not made;
    the request ends with the refusal's stop reason and the flavour's error of its kind), or
-   a :class:`Hold` (before a first attempt only: wait that long, then go);
+   a :class:`Hold` (before a first attempt only: wait that long, then go; the attempt's
+   record shows the wait as ``held`` and the hold's ``holder`` as ``held_by``);
 2. **settles** each ticket with the attempt's ``Outcome`` (``_meaning/rules.py``), or with
    ``None`` when the attempt ended without a verdict (cancelled, interrupted, refused by a
    later guard); and lets the guards that ``learns`` **learn** from a response that is not
@@ -124,13 +125,16 @@ class Refusal:
 
 
 class Hold:
-    """A guard holds a first attempt for ``wait`` seconds (``signal``: the header that asked)."""
+    """A guard holds a first attempt for ``wait`` seconds (``signal``: the header that
+    asked; ``holder``: who holds it, the name the attempt's record shows in
+    ``Attempt.held_by``, such as ``"cooldown"``)."""
 
-    __slots__ = ("signal", "wait")
+    __slots__ = ("holder", "signal", "wait")
 
-    def __init__(self, wait: float, signal: str) -> None:
+    def __init__(self, wait: float, signal: str, holder: str) -> None:
         self.wait = wait
         self.signal = signal
+        self.holder = holder
 
 
 class Guard:

@@ -97,7 +97,8 @@ class AdaptiveThrottle:
         reject_statuses: the statuses that count as the service turning an attempt away
             (not as an accept). Default 429 and 503, the answers of an overloaded service.
             Any other status is an accept (a 404 or a 500 was handled by the backend); a
-            transient transport error is a request without an accept.
+            transient transport error is a request without an accept; a pool timeout (the
+            client's own pool was full, nothing was sent) counts as nothing.
         rng: a ``random.Random`` to draw from when a probability is above 0. Default: a new
             one (a seeded one makes decisions reproducible).
         clock: a monotonic clock in seconds. Default ``time.monotonic``; the simulator passes
@@ -358,7 +359,8 @@ class ThrottleGuard(Guard):
 
     def _count(self, origin: str, outcome: Outcome) -> None:
         """A response counts (an accept unless its status is a reject status); so does a
-        transient error (never an accept); an error that says nothing of the server not."""
+        transient error (never an accept); an error that says nothing of the server (no
+        verdict: ``outcome.failure`` is ``None``, as for a pool timeout) not."""
         status = outcome.status
         if status is not None:
             self.throttle.record(origin, self.throttle.accepts_status(status))

@@ -62,7 +62,7 @@ class AsyncLoop(_Common):
                 done, wait = await self._hedged_try(cast(HedgedCall, call))
                 if done is not None:
                     if controller.resume is not None:
-                        self._resumable(call, done)
+                        await self._resumable(call, done)
                     return done
             while True:
                 if wait is not None:
@@ -93,7 +93,7 @@ class AsyncLoop(_Common):
                         done, wait = hedged_race.outcome()
                         if done is not None:
                             if controller.resume is not None:
-                                self._resumable(cast(HedgedCall, call), done)
+                                await self._resumable(cast(HedgedCall, call), done)
                             return done
                         continue
                 if call is None:
@@ -111,7 +111,7 @@ class AsyncLoop(_Common):
                     raise
                 if wait is None:
                     if controller.resume is not None:
-                        self._resumable(call, response)
+                        await self._resumable(call, response)
                     return response
                 await self._discard(call, response)
         except BaseException:
@@ -119,10 +119,16 @@ class AsyncLoop(_Common):
                 call.abandon()
             raise
 
-    def _resumable(self, call: RetryCall, response: Response) -> None:
+    async def _resumable(self, call: RetryCall, response: Response) -> None:
         """With ``resume``: ``response``, the final answer of ``call``, gets a body that
-        resumes itself after a break, when its request and headers allow it."""
-        state = resumption(call, response)
+        resumes itself after a break, when its request and headers allow it. Should that
+        fail, the response is closed (its connection back in the pool) before the error
+        goes on: it is no one's."""
+        try:
+            state = resumption(call, response)
+        except BaseException:
+            await self._close(response)
+            raise
         if state is not None:
             response.stream = async_resuming(self._flavour)(self, state, response.stream)
 

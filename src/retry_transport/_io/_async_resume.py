@@ -42,20 +42,39 @@ class AsyncResuming:
         state = self._state
         ranges, scanner = state.ranges, state.scanner
         while True:
+            over = short = False  # by ranges: the body brought more, or fewer, bytes
             try:
-                if scanner is None:
-                    async for chunk in self._stream:
-                        ranges.read += len(chunk)  # type: ignore[union-attr]
+                if ranges is not None:
+                    # The raw bytes the bodies must bring in all (None: not known yet): each
+                    # body's are counted against it, and never a byte past it handed on.
+                    size = ranges.size()
+                    chunks = self._stream.__aiter__()
+                    async for chunk in chunks:
+                        read = ranges.read + len(chunk)
+                        if size is not None and read > size:
+                            over = True
+                            break
+                        ranges.read = read
                         yield chunk
+                    short = size is not None and ranges.read < size
                 else:
+                    assert scanner is not None  # an event stream
                     async for chunk in self._stream:
-                        chunk = scanner.feed(chunk)
-                        if chunk:
-                            yield chunk
+                        for piece in scanner.feed(chunk):  # noqa: UP028 (the sync twin's)
+                            yield piece
             except Exception as exc:
                 if self._closed or not state.breaks(exc):
                     raise
                 await self._resume(exc)
+                continue
+            if over:  # the rest is not read: the iteration left mid-way is closed first
+                finish = getattr(chunks, "aclose", None)
+                if finish is not None:
+                    await finish()
+                await self._stream.aclose()
+                state.overran()
+            if short and not self._closed:
+                await self._resume(None)  # a body that ended short of its range: a break
                 continue
             state.ended()
             if scanner is not None:
@@ -64,9 +83,10 @@ class AsyncResuming:
                     yield rest
             return
 
-    async def _resume(self, exc: Exception) -> None:
-        """Go on after ``exc`` broke the body: returns once a resumption's body is in place;
-        raises ``exc`` (noted) when there is none."""
+    async def _resume(self, exc: Exception | None) -> None:
+        """Go on after ``exc`` broke the body (``None``: it ended short of its range):
+        returns once a resumption's body is in place; raises the break (noted) when there
+        is none."""
         loop, state = self._loop, self._state
         try:
             await self._stream.aclose()

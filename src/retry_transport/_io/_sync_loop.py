@@ -123,8 +123,14 @@ class SyncLoop(_Common):
 
     def _resumable(self, call: RetryCall, response: Response) -> None:
         """With ``resume``: ``response``, the final answer of ``call``, gets a body that
-        resumes itself after a break, when its request and headers allow it."""
-        state = resumption(call, response)
+        resumes itself after a break, when its request and headers allow it. Should that
+        fail, the response is closed (its connection back in the pool) before the error
+        goes on: it is no one's."""
+        try:
+            state = resumption(call, response)
+        except BaseException:
+            self._close(response)
+            raise
         if state is not None:
             response.stream = sync_resuming(self._flavour)(self, state, response.stream)
 

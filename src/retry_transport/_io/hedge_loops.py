@@ -289,13 +289,15 @@ class SyncRace(_Raced):
     """A quick first attempt of a hedged request, on a worker thread: the caller waits on
     :attr:`done` for the hedging delay at most. When the delay is over first, a call takes
     the attempt over (``HedgedCall.adopt``) and :func:`sync_try` goes on with it: the
-    worker hands its outcome to :attr:`arrive` then, under :attr:`mutex`."""
+    worker hands its outcome to :attr:`arrive` then, under :attr:`mutex`. When the caller
+    stops waiting (an interrupt), the outcome goes to :func:`_discard` instead, or to the
+    try that took it over, which closes it."""
 
     # Most races end before their delay: what only a hedged one needs starts as these.
     call: HedgedCall | None = None
     first: Slot | None = None
     result: Response | BaseException | None = None  # the first's outcome, once it came
-    arrive: Callable[[Slot, Response | BaseException, float, float], None] | None = None
+    arrive: Callable[[Response | BaseException], None] | None = None
 
     def __init__(self, hedger: SyncHedger, transport: Any, request: Request, closes: int,
                  stream: object, generation: int) -> None:
@@ -324,8 +326,7 @@ class SyncRace(_Raced):
                 self.result = result
                 self.done.release()
                 return
-        first = cast(Slot, self.first)
-        arrive(first, result, cast(float, first.sent), self.hedger.clock())
+        arrive(result)
 
     def attempt(self) -> Response | None:
         """Wait for the first attempt. Its response, or its exception raised, when it came
@@ -348,30 +349,37 @@ class SyncRace(_Raced):
                     hedger.record(origin_of(self.request.url), end - sent, end)
                 return result
             raise result
-        call = self.call = HedgedCall(hedger.controller, self.request, hedger.hedging,
-                                      self.closes, quick=True, stream=self.stream)
-        sent = self.sent  # not read when untimed: the delay has run since it was handed over
-        self.first = call.adopt(self.request, self.delay,
-                                hedger.clock() - self.delay if sent is None else sent)
-        try:
+        try:  # until sync_try takes the first's outcome over, an interrupt leaves it here
+            call = self.call = HedgedCall(hedger.controller, self.request, hedger.hedging,
+                                          self.closes, quick=True, stream=self.stream)
+            sent = self.sent  # not read when untimed: the delay has run since the hand-over
+            self.first = call.adopt(self.request, self.delay,
+                                    hedger.clock() - self.delay if sent is None else sent)
             self._ended = cast(Ended, sync_try(call, self.transport, hedger.workers,
                                                hedger.record, hedger.clock, self))
         except Exception as exc:
             self._ended = exc
+        except BaseException:
+            self._abandon()
+            raise
         return None
 
     def _abandon(self) -> None:
-        """The caller stopped waiting: the first's answer is closed, whenever it comes."""
+        """The caller stopped waiting (an interrupt): the first's answer is closed whenever
+        it comes, unless a try took it over (which closes it), and the call, if one was
+        made, is settled as any request ended outside the decisions."""
         with self.mutex:
-            came = self.result
-            if came is None:
+            came, taken = self.result, self.arrive is not None
+            if not taken and came is None:
                 self.arrive = _discard
-        if came is not None and not isinstance(came, BaseException):
+        if not taken and came is not None and not isinstance(came, BaseException):
             came.close()
+        if self.call is not None:
+            self.call.abandon()
 
 
-def _discard(slot: Slot | None, result: Response | BaseException, start: float,
-             end: float) -> None:
+def _discard(result: Response | BaseException) -> None:
+    """The outcome of a first attempt whose caller stopped waiting: closed, unread."""
     if not isinstance(result, BaseException):
         result.close()
 
@@ -442,7 +450,11 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
     def start_hedge() -> bool:
         if not workers.reserve(generation):
             return False
-        hedge = call.hedge()
+        try:
+            hedge = call.hedge()
+        except BaseException:  # an interrupt in a guard's admission: the worker goes back
+            workers.release()
+            raise
         if hedge is None:
             workers.release()
             return False
@@ -455,11 +467,12 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
     try:
         if race is not None:  # the first is on a worker: from now on it arrives here
             first = cast(Slot, race.first)
+            sent = cast(float, first.sent)
             with race.mutex:
                 came = race.result
+                race.arrive = lambda result: arrive(first, result, sent, clock())
                 if came is None:
-                    race.arrive = arrive
-                    on_the_wire[first] = cast(float, first.sent)
+                    on_the_wire[first] = sent
             if came is not None:  # just before the hand-over
                 results.put((first, came))
             next_at = time.monotonic()

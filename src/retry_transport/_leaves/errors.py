@@ -1,4 +1,4 @@
-"""Exceptions raised by the transports themselves.
+"""Exceptions raised by the transports themselves, and the warning they issue.
 
 What every flavour's errors share is defined here once: the base classes, and
 :func:`errors_of`, which makes a flavour's four error classes from its library's module. This
@@ -16,9 +16,23 @@ __all__ = [
     "CooldownErrorBase",
     "DeadlineExceededBase",
     "Errors",
+    "LayeredRetriesWarning",
     "ThrottledErrorBase",
     "errors_of",
 ]
+
+
+class LayeredRetriesWarning(RuntimeWarning):
+    """An SDK retries above a retry transport: each of its retries makes the transport's
+    attempts again (the OpenAI and Anthropic SDKs, their retries left on: 3 x 3 = 9
+    requests for a call against a failing service instead of 3). Turn the SDK's retries
+    off (``max_retries=0``) and let the transport retry.
+
+    Issued with :func:`warnings.warn` once per transport, beside a WARNING line on the
+    ``retry_transport`` logger, for a request carrying ``x-stainless-retry-count`` above
+    0 (the SDKs number their own retries in it). A ``RuntimeWarning``: filter it by its
+    class, ``warnings.filterwarnings("ignore", category=rt.LayeredRetriesWarning)``.
+    """
 
 
 class _Rebuilt(Exception):

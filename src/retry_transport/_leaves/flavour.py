@@ -11,12 +11,15 @@ so the two bindings cannot drift apart.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["Flavour", "Request", "Response", "URL"]
+import anyio
+
+__all__ = ["RAW_ERRORS", "Flavour", "Request", "Response", "URL"]
 
 #: An ``httpx.Request`` or an ``httpx2.Request``: the core reads ``method``, ``url``,
 #: ``headers``, ``extensions`` and ``stream``, which both spell alike.
@@ -27,6 +30,19 @@ Response = Any
 #: An ``httpx.URL`` or an ``httpx2.URL`` (``scheme``, ``host``, ``port``, ``netloc``,
 #: ``raw_path``).
 URL = Any
+
+
+#: Errors from beneath the library that escape its own mapping into its transport errors:
+#: a TLS failure on an established connection (asyncio's TLS stream raises ``ssl.SSLError``
+#: for a record that fails, and httpx and httpx2 map it only during the handshake), and the
+#: end or the breaking of an anyio stream. Both libraries map every failure of the handshake
+#: itself to their ``ConnectError``, in every backend, so nothing proves one of these came
+#: before the request was sent: they are read errors (retried for idempotent requests, and
+#: for others only with an idempotency key). A certificate that failed verification
+#: (``ssl.SSLCertVerificationError``) is never retried, raw or wrapped (``_wire.http``'s
+#: ``permanent``).
+RAW_ERRORS: Final[tuple[type[BaseException], ...]] = (
+    ssl.SSLError, anyio.EndOfStream, anyio.BrokenResourceError)
 
 
 class _SyncTail:
@@ -72,9 +88,11 @@ class Flavour:
             refused on a transport's first request, with the class to use instead).
         retryable: transport errors a retry may fix: timeouts, network errors (connect,
             read, write) and remote protocol errors such as a connection dropped before the
-            response.
+            response; and :data:`RAW_ERRORS`, which mean what a read error means.
         never_sent: errors that prove the request never reached the server (connect errors
             and timeouts, pool timeouts): safe to retry for any method and any body.
+        no_verdict: retryable errors that say nothing of the origin's health: a pool
+            timeout (the client's own pool had no connection free in time; nothing was sent).
         timeouts: errors that are timeouts (a retry after one costs the budget more).
         byte_stream: the in-memory body stream (bytes, text, forms, JSON, a read body):
             always replayable, and what a buffered response body becomes.
@@ -89,6 +107,9 @@ class Flavour:
             ``TimeoutException``).
         transport_error: the flavour's ``TransportError`` (a request under way when its
             transport was closed ends with one).
+        protocol_error: the flavour's ``RemoteProtocolError`` (a resumable body that ends
+            before, or goes on past, the length its headers declared is one, as the
+            flavour's own reading of a body shorter than its ``Content-Length`` is).
         sync_tail, async_tail: body streams that put back what was read ahead of the rest.
     """
 
@@ -96,6 +117,7 @@ class Flavour:
     request: type[Any]
     retryable: tuple[type[BaseException], ...]
     never_sent: tuple[type[BaseException], ...]
+    no_verdict: tuple[type[BaseException], ...]
     timeouts: tuple[type[BaseException], ...]
     byte_stream: type[Any]
     sync_byte_stream: type[Any]
@@ -107,6 +129,7 @@ class Flavour:
     errors: Mapping[str, type[Any]]
     deadline_error: type[Any]
     transport_error: type[Any]
+    protocol_error: type[Any]
     sync_tail: type[Any]
     async_tail: type[Any]
 
@@ -119,8 +142,10 @@ class Flavour:
         return cls(
             name=module.__name__,
             request=module.Request,
-            retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError),
+            retryable=(module.TimeoutException, module.NetworkError, module.RemoteProtocolError,
+                       *RAW_ERRORS),
             never_sent=(module.ConnectError, module.ConnectTimeout, module.PoolTimeout),
+            no_verdict=(module.PoolTimeout,),
             timeouts=(module.TimeoutException,),
             byte_stream=module.ByteStream,
             sync_byte_stream=module.SyncByteStream,
@@ -134,6 +159,7 @@ class Flavour:
                                      "throttled": throttled_error}),
             deadline_error=deadline_error,
             transport_error=module.TransportError,
+            protocol_error=module.RemoteProtocolError,
             # A response's stream must be of the flavour's own base class for its
             # iter_raw() / aiter_raw() to accept it.
             sync_tail=type("SyncTail", (_SyncTail, module.SyncByteStream), {}),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-__all__ = ["Attempt", "RetryEvent", "RetryInfo", "RetryStats", "StopReason", "new_attempt",
-           "new_retry_info"]
+__all__ = ["Attempt", "RetryEvent", "RetryInfo", "RetryStats", "StopReason", "held_first",
+           "new_attempt", "new_retry_info"]
 
 
 class StopReason(str, enum.Enum):
@@ -98,6 +98,11 @@ class Attempt:
             ``Last-Event-ID``; ``None`` for every other attempt. An attempt whose body broke
             while the caller read it has its ``status``, the break's class name in
             ``error``, and the wait before the resumption in ``wait``.
+        held: seconds the attempt waited before it was sent for anything but the backoff
+            after an earlier attempt: a request's first attempt held by its origin's
+            cooldown (another request's ``Retry-After`` or exhausted rate-limit quota).
+            That time is in ``RetryInfo.total_wait`` too. Default ``0.0``.
+        held_by: what held it: ``"cooldown"``; ``None`` when it was not held.
     """
 
     status: int | None
@@ -109,6 +114,8 @@ class Attempt:
     hedge: bool = False
     cancelled: bool = False
     resumed_at: int | str | None = None
+    held: float = 0.0
+    held_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +131,7 @@ class RetryInfo:
             the transport's stats, though it was not sent.
         history: one :class:`Attempt` per attempt, in the order they started.
         total_wait: seconds slept in all: between attempts, and before the first one when
-            its origin was cooling down (that wait is in no ``Attempt``).
+            its origin was cooling down (that wait is the first ``Attempt``'s ``held``).
         stop_reason: why no further attempt was made.
         body_buffered: with ``retry_body_errors``, True when the final response's body was
             read inside the retry loop, False when it was larger than ``max_body_buffer`` and
@@ -265,9 +272,10 @@ class _RetryInfoDraft:
 
 def new_attempt(status: int | None, error: str | None, retry_after: float | None, wait: float,
             signal: str | None, refused_wait: float | None = None, hedge: bool = False,
-            cancelled: bool = False, resumed_at: int | str | None = None) -> Attempt:
+            cancelled: bool = False, resumed_at: int | str | None = None,
+            held: float = 0.0, held_by: str | None = None) -> Attempt:
     """``Attempt(status, error, retry_after, wait, signal, refused_wait, hedge,
-    cancelled, resumed_at)``, built quickly."""
+    cancelled, resumed_at, held, held_by)``, built quickly."""
     draft = _AttemptDraft()
     draft.status = status  # type: ignore[attr-defined]
     draft.error = error  # type: ignore[attr-defined]
@@ -278,6 +286,8 @@ def new_attempt(status: int | None, error: str | None, retry_after: float | None
     draft.hedge = hedge  # type: ignore[attr-defined]
     draft.cancelled = cancelled  # type: ignore[attr-defined]
     draft.resumed_at = resumed_at  # type: ignore[attr-defined]
+    draft.held = held  # type: ignore[attr-defined]
+    draft.held_by = held_by  # type: ignore[attr-defined]
     draft.__class__ = Attempt  # type: ignore[assignment]
     return draft  # type: ignore[return-value]
 
@@ -298,3 +308,11 @@ def new_retry_info(attempts: int, retries: int, history: tuple[Attempt, ...], to
     draft.resumes = resumes  # type: ignore[attr-defined]
     draft.__class__ = RetryInfo  # type: ignore[assignment]
     return draft  # type: ignore[return-value]
+
+
+def held_first(history: tuple[Attempt, ...], held: float, held_by: str) -> tuple[Attempt, ...]:
+    """``history`` with its first attempt showing that it was held ``held`` seconds by
+    ``held_by`` before it was sent (a hold comes before a first attempt only)."""
+    if not history:
+        return history
+    return (replace(history[0], held=held, held_by=held_by), *history[1:])

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 import typing
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 from .._leaves.counting import PRUNE_AT, next_prune_at
+from .._leaves.errors import LayeredRetriesWarning
 from .._leaves.flavour import Request
 from .._leaves.fork import track
 from .._leaves.models import (
@@ -28,9 +30,10 @@ from .._leaves.models import (
     RetryInfo,
     StopReason,
 )
-from .._wire.http import origin as origin_of, redact_url
+from .._wire.http import HEADER_LINES, origin as origin_of, redact_url
 
-__all__ = ["REFUSAL_LOG_INTERVAL", "RetryHook", "Observer", "emit", "logger"]
+__all__ = ["REFUSAL_LOG_INTERVAL", "SDK_RETRY_COUNT", "SDK_RETRY_WINDOW", "RetryHook",
+           "Observer", "emit", "logger", "sdk_retry_count"]
 
 logger: Final = logging.getLogger("retry_transport")
 # A library leaves output to the application: without logging configured, say nothing.
@@ -61,6 +64,25 @@ def emit(event: RetryEvent, hooks: Sequence[RetryHook]) -> None:
 
 #: The request header in which the OpenAI and Anthropic SDKs number their own retries.
 SDK_RETRY_COUNT: Final = "x-stainless-retry-count"
+#: Seconds after a failure handed back during which an SDK's retry of it may come: the
+#: OpenAI and Anthropic SDKs wait at most 60 s before one (a ``Retry-After`` they honour;
+#: their own backoff stops at 8 s), and a few more for their own work.
+SDK_RETRY_WINDOW: Final = 65.0
+_SDK_RETRY_COUNT_KEY: Final = SDK_RETRY_COUNT.encode("ascii")
+
+
+def sdk_retry_count(request: Request) -> str | None:
+    """The value of ``request``'s ``x-stainless-retry-count`` (its first line), or ``None``:
+    read from the lower-case names httpx and httpx2 keep (``_wire.http.items``), without
+    ``Headers.get``, which raises and catches a ``KeyError`` when the header is absent."""
+    lines = getattr(request.headers, HEADER_LINES, None)
+    if type(lines) is not list:
+        found: str | None = request.headers.get(SDK_RETRY_COUNT)
+        return found
+    for _, key, raw in lines:
+        if key == _SDK_RETRY_COUNT_KEY:
+            return raw.decode("latin-1")  # type: ignore[no-any-return]
+    return None
 
 
 def display(signal: str) -> str:
@@ -86,18 +108,24 @@ class Observer:
     def sdk_retries(self, request: Request) -> None:
         """The OpenAI and Anthropic SDKs number their own attempts in
         ``x-stainless-retry-count``: a value above 0 means the SDK retries above this
-        transport, multiplying its attempts. One WARNING per transport says so."""
-        value = request.headers.get(SDK_RETRY_COUNT)
-        if value is None or not value.isascii() or not value.isdigit() or int(value) == 0:
-            return
+        transport, multiplying its attempts. Once per transport, a WARNING line and a
+        :class:`LayeredRetriesWarning` say so (the line alone reaches no one without
+        logging configured: the library's logger has only a ``NullHandler``). Called
+        before anything of the request is started: a warning turned into an error
+        (``-W error``) leaves nothing behind."""
+        value = sdk_retry_count(request)
+        if value is None or not value.isascii() or not value.isdigit() or not value.strip("0"):
+            return  # no count, or 0 (read without int(): a number of any length)
         with self._lock:
             if self.layered:
                 return
             self.layered = True
-        logger.warning(
-            "The SDK retries above this retry transport (%s: %s): each of its retries "
-            "makes the transport's attempts again. Turn the SDK's retries off "
-            "(max_retries=0) and let the transport retry.", SDK_RETRY_COUNT, value)
+        message = (f"The SDK retries above this retry transport ({SDK_RETRY_COUNT}: "
+                   f"{value[:20]}): each of its retries makes the transport's attempts "
+                   "again. Turn the SDK's retries off (max_retries=0) and let the transport "
+                   "retry.")
+        logger.warning("%s", message)
+        warnings.warn(message, LayeredRetriesWarning, stacklevel=2)
 
     def ignored_retry_after(self, origin: str, value: str) -> None:
         """A malformed ``Retry-After`` was ignored (the backoff applies): one DEBUG line per

@@ -33,6 +33,7 @@ reads a clock of its own; the wall clock is passed in.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple, cast
 
@@ -117,7 +118,9 @@ class Outcome:
         error: the error's class name, or ``None`` for a response.
         failure: whether the attempt says the dependency is unhealthy: a transient error,
             or a status in ``retry_statuses`` or >= 500; ``None``: no verdict (an error a
-            retry cannot fix says nothing of the server).
+            retry cannot fix says nothing of the server, nor does a pool timeout: the
+            client's own pool was full and nothing was sent). Every guard that judges
+            health (the breaker, the throttle) reads it, and only it.
         success: a final status below 400 (nothing follows it).
         timeout: the error was a timeout (a retry after one costs the budget more).
         never_sent: the error proves the request never reached the server.
@@ -274,7 +277,8 @@ def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
     400 or above, or an exception): ``True`` makes it retryable, ``False`` final, ``None``
     leaves it. A server's ``x-should-retry: false`` still stops it; the health verdict
     (``failure``) stays the built-in one. Raises what the predicate raises, and a
-    ``TypeError`` for an answer of another kind, each with a note naming ``retry_if``."""
+    ``TypeError`` for an answer of another kind (an awaitable closed first), each with a
+    note naming ``retry_if``."""
     predicate = cast(Callable[[object], object], policy.retry_if)
     try:
         answer = predicate(result)
@@ -285,7 +289,13 @@ def asked(outcome: Outcome, result: Response | Exception, policy: RetryPolicy,
     if answer is None:
         return outcome
     if answer is not True and answer is not False:
-        error = TypeError(f"retry_if must return True, False or None, got {answer!r}")
+        message = f"retry_if must return True, False or None, got {answer!r}"
+        if inspect.isawaitable(answer):  # a plain function calling an async one
+            close = getattr(answer, "close", None)
+            if callable(close):
+                close()  # never awaited: closed, so no "never awaited" warning follows
+            message += " (an awaitable: retry_if is called, never awaited)"
+        error = TypeError(message)
         add_note(error, f"retry-transport: the policy's retry_if is {qualified_name(predicate)}")
         raise error
     stop = outcome.stop
@@ -322,11 +332,14 @@ def _quota(signals: Mapping[str, str], response: Response, now: float
 
 
 def classify_error(exc: Exception, flavour: Flavour) -> Outcome:
-    """What an error means: transient (a retry may fix it) or not."""
+    """What an error means: transient (a retry may fix it) or not, and whether it is a
+    verdict on the origin's health: a transient error is one, unless it is the client's own
+    (``flavour.no_verdict``: a pool timeout, retried as ever but judged by no guard)."""
     name = type(exc).__name__
     if not isinstance(exc, flavour.retryable) or permanent(exc):
         return Outcome(None, name, None, stop=NOT_RETRYABLE)
-    return Outcome(None, name, True, timeout=isinstance(exc, flavour.timeouts),
+    return Outcome(None, name, None if isinstance(exc, flavour.no_verdict) else True,
+                   timeout=isinstance(exc, flavour.timeouts),
                    never_sent=isinstance(exc, flavour.never_sent))
 
 

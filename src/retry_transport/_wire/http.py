@@ -23,6 +23,7 @@ __all__ = [
     "add_note",
     "attach",
     "clipped_timeouts",
+    "count",
     "header",
     "items",
     "length",
@@ -125,13 +126,25 @@ def header(response: Response, name: bytes) -> str | None:
     return None
 
 
-def length(response: Response) -> int | None:
-    """The declared body length, or ``None`` when absent or malformed."""
-    value = header(response, b"content-length")
-    if value is None:
+#: The most significant digits of a byte count read: 10**18 bytes (an exabyte) is more than
+#: any body. A count of more is unusable, never handed to ``int()`` (which raises past 4,300
+#: digits, and is slow long before).
+_COUNT_DIGITS: Final = 18
+
+
+def count(value: str) -> int | None:
+    """A byte count written in ASCII digits (``Content-Length``, ``Content-Range``), or
+    ``None`` when it is malformed or larger than any body. Never raises."""
+    if not (value.isascii() and value.isdigit()):
         return None
-    value = value.strip()
-    return int(value) if value.isascii() and value.isdigit() else None
+    digits = value.lstrip("0")
+    return int(digits or "0") if len(digits) <= _COUNT_DIGITS else None
+
+
+def length(response: Response) -> int | None:
+    """The declared body length, or ``None`` when absent, malformed or unusable."""
+    value = header(response, b"content-length")
+    return None if value is None else count(value.strip())
 
 
 #: The headers a response's signals are read from, besides the names that contain

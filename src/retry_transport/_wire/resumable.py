@@ -8,7 +8,10 @@
   is asked again with ``Last-Event-ID``; only a ``200`` event stream is taken.
 
 Pure reading: :func:`plan` says what a response allows, :meth:`Ranges.accepts` and
-:func:`is_event_stream` judge a resumption's answer.
+:func:`is_event_stream` judge a resumption's answer, and :meth:`Ranges.size` says how many
+raw bytes the bodies spliced must bring. A header that cannot be read (malformed, or a number
+of any length) makes a response not resumable and a resumption's answer refused: it never
+raises.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from .._leaves.flavour import Response
-from .http import header, length
+from .http import count, header
 
 __all__ = ["Ranges", "content_range", "encoding", "is_event_stream", "plan"]
 
@@ -27,17 +30,30 @@ _CONTENT_RANGE: Final = re.compile(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", re.ASC
 
 def content_range(value: str | None) -> tuple[int, int, int | None] | None:
     """``Content-Range: bytes first-last/total`` as ``(first, last, total)`` (``total``
-    ``None`` for ``*``), or ``None`` when absent or malformed."""
+    ``None`` for ``*``), or ``None`` when absent, malformed or past any body's size."""
     if value is None:
         return None
     match = _CONTENT_RANGE.fullmatch(value)
     if match is None:
         return None
-    first, last = int(match[1]), int(match[2])
-    total = None if match[3] == "*" else int(match[3])
-    if last < first or (total is not None and last >= total):
+    first, last = count(match[1]), count(match[2])
+    total = None if match[3] == "*" else count(match[3])
+    if (first is None or last is None or last < first
+            or (total is not None and last >= total) or (total is None and match[3] != "*")):
         return None
     return first, last, total
+
+
+def _length_refused(response: Response, size: int) -> str | None:
+    """Why ``response``'s ``Content-Length`` disagrees with the ``size`` bytes its range
+    declares (``"..."`` to follow "in a body of"), or ``None`` when it agrees or is absent."""
+    value = header(response, b"content-length")
+    if value is None:
+        return None
+    declared = count(value.strip())
+    if declared == size:
+        return None
+    return "unreadable length" if declared is None else f"{declared} bytes"
 
 
 def media_type(response: Response) -> str:
@@ -72,6 +88,13 @@ class Ranges:
     #: Raw bytes handed on since ``start``.
     read: int = 0
 
+    def size(self) -> int | None:
+        """How many raw bytes, from ``start``, the bodies spliced must bring in all, no
+        more and no fewer (``None`` while the representation's length is unknown)."""
+        if self.end is not None:
+            return self.end + 1 - self.start
+        return None if self.total is None else self.total - self.start
+
     def range_header(self) -> str:
         """The ``Range`` of the bytes not yet read."""
         last = "" if self.end is None else str(self.end)
@@ -96,6 +119,9 @@ class Ranges:
             asked = f"{want}-{'' if self.end is None else self.end}"
             return (f"the server answered 206 with bytes {first}-{last}/"
                     f"{'*' if total is None else total}, not the bytes {asked} asked for")
+        wrong = _length_refused(response, last + 1 - first)
+        if wrong is not None:
+            return f"the server answered 206 with bytes {first}-{last}/{total} in a body of {wrong}"
         etag = header(response, b"etag")
         if etag is not None and etag.strip() != self.etag:
             return "the server answered 206 with another ETag: the resource changed"
@@ -126,11 +152,15 @@ def plan(response: Response, *, ranges: bool, events: bool) -> Ranges | Literal[
     if accept is not None and accept.strip().lower() == "none":
         return None
     if status == 200:
-        return Ranges(etag, encoding(response), 0, None, length(response))
+        value = header(response, b"content-length")
+        total = None if value is None else count(value.strip())
+        if value is not None and total is None:
+            return None  # a length that cannot be read
+        return Ranges(etag, encoding(response), 0, None, total)
     parsed = content_range(header(response, b"content-range"))
     if parsed is None or media_type(response) == "multipart/byteranges":
         return None
     first, last, total = parsed
-    if total is None:
+    if total is None or _length_refused(response, last + 1 - first) is not None:
         return None
     return Ranges(etag, encoding(response), first, last, total)
