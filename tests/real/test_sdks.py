@@ -1154,18 +1154,18 @@ def test_the_guide_says_what_the_preset_waits_on_a_429(kit: Kit, server: FakeAPI
 
 def test_the_readmes_opt_in_retries_what_the_preset_hands_back(kit: Kit, server: FakeAPI,
                                                                waits: Waits) -> None:
-    """The README: with the preset a bare 503 or 500 on a POST, and OpenAI's 529, reach the
-    caller (one request each), where the SDK alone would retry them; an ``Idempotency-Key``
+    """The README: with the preset a bare 409, 500 or 503 on a POST, and OpenAI's 529, reach
+    the caller (one request each), where the SDK alone would retry them; an ``Idempotency-Key``
     in the call's ``extra_headers``, or ``auto_idempotency_key=True`` on the transport, opts
     in (and for OpenAI's 529, ``retry_statuses`` that include it)."""
     readme = _flat((Path(__file__).parents[2] / "README.md").read_text())
-    assert ("So a bare `503` or `500` on a chat completion or a message, and OpenAI's `529`, "
-            "reach the caller where the SDK alone would retry them") in readme
+    assert ("So a bare `409`, `500` or `503` on a chat completion or a message, and OpenAI's "
+            "`529`, reach the caller where the SDK alone would retry them") in readme
     assert ("opt in per request with an `Idempotency-Key` in the call's `extra_headers`, or "
             "per client with `auto_idempotency_key=True` on its transport (and for OpenAI's "
             "529, `retry_statuses` that include it)") in readme
     preset = getattr(rt.presets, kit.api)()
-    statuses = [503, 500] + ([529] if kit.api == "openai" else [])
+    statuses = [409, 500, 503] + ([529] if kit.api == "openai" else [])
     for status in statuses:
         server.reset()
         server.fail(kit.create_path, Fault(status))
