@@ -5,9 +5,9 @@ inside the retry transport, so each attempt is its own client span under the cal
 and every retry's span says which resend it is (``http.request.resend_count``).
 ``metrics_hook`` counts retries and give-ups; ``observe`` reports the request counter and the
 budget's tokens. Runs offline: the "service" is a MockTransport, and the exporters print to
-the console.
+the console. It needs the ``otel`` extra and the OpenTelemetry SDK; from a checkout:
 
-    pip install 'retry-transport[otel]' opentelemetry-sdk
+    pip install -e '.[otel]' opentelemetry-sdk
     python examples/otel_tracing.py
 """
 

@@ -1,6 +1,12 @@
 """Testing code that retries, without waiting: retry_testing and pytest-httpx together.
 
-Run it as a script (it runs pytest on itself) or with `pytest examples/testing_helpers.py`.
+It needs pytest and pytest-httpx, which the ``dev`` extra brings; from a checkout:
+
+    pip install -e '.[dev]'
+    python examples/testing_helpers.py
+
+As a script it runs pytest on itself (without the options the project's own suite adds, such
+as its two workers); ``pytest examples/testing_helpers.py`` runs it too.
 """
 
 from __future__ import annotations
@@ -45,5 +51,6 @@ def test_gives_up_in_one_attempt(httpx_mock: HTTPXMock) -> None:
 
 if __name__ == "__main__":
     # A fresh interpreter, so that pytest imports its plugins before anything else does.
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
+               "-o", "addopts="]
     sys.exit(subprocess.call(command))

@@ -4,7 +4,9 @@ A small collector rather than a plugin (pytest-examples, sybil, pytest-markdown-
 no new dependency, runs under the existing pytest with its settings (warnings are errors), and
 the fixtures the suite already has (pytest-httpx's ``httpx_mock``, httpx2-pytest's
 ``httpx2_mock``) provide the local fake. A block runs as a module (top-level ``await`` allowed,
-run on asyncio); a block that raises fails its test, named ``path:line``.
+run on asyncio) in a temporary working directory, so that a file it saves lands there and
+not in the checkout; a block that raises fails its test, named ``path:line``, and so does one
+that writes into the checkout whatever the path it writes by.
 
 The HTML comment on the line before a block says how it runs:
 
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.checkout import changes, written
 
 ROOT = Path(__file__).parents[2]
 MARKER = re.compile(r"<!--\s*example:\s*([\w-]+)\s*-->")
@@ -90,7 +94,8 @@ def _run(block: Block) -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b.path}:{b.line}")
 def test_the_block_runs(
-    block: Block, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    block: Block, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     if block.mode == "skip-network":
         pytest.skip("needs an outside service (the page says which)")
@@ -105,4 +110,7 @@ def test_the_block_runs(
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
         for mock in mocks:
             mock.add_response(json=FAKE_JSON, is_optional=True, is_reusable=True)
+    monkeypatch.chdir(tmp_path)
+    before = changes()
     _run(block)
+    assert written(before, changes()) == [], "the example wrote into the checkout"

@@ -14,14 +14,17 @@ same scenarios in module fixtures of its own, which pytest does not share across
 A figure from the simulator's Python API, named on the page beside it, is in
 :data:`API_FIGURES`, computed by the call the page names. The ``python`` examples of
 docs/simulator.md assert their own figures as they run (tests/contracts/test_docs_examples.py).
-Timings and benchmark figures are not checked here: each page names the script and the
-machine they were measured on.
+Measured figures are held to the one command they come from where a record of it can be: the
+performance page's instruction counts in its prose to its table (one run), and the simulator
+page's time to the runs ``python benchmarks/sim_time.py --json`` recorded
+(benchmarks/sim_time.json); other timings' pages name the script and the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -399,3 +402,82 @@ API_FIGURES: list[tuple[str, str, Callable[[], str]]] = [
 def test_a_figure_is_the_apis(page: str, text: str, compute: Callable[[], str]) -> None:
     expected = text.format(compute())
     assert expected in _page(page), f"{page} should say: {expected}"
+
+
+# -- the performance page: each instruction count from the one command beside it ---------------
+
+#: An instruction count as the performance page gives it: ``+24,188``.
+COUNT = re.compile(r"\+\d{1,3}(?:,\d{3})+")
+
+
+def _performance_page() -> tuple[set[str], list[str]]:
+    """docs/performance.md's instruction table's counts, and its prose's sentences (tables
+    and code blocks left out)."""
+    lines = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
+    table: set[str] = set()
+    prose: list[str] = []
+    fenced = counting = False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line.startswith("|"):
+            counting = counting or "instructions over the bare transport" in line
+            if counting:
+                table.update(COUNT.findall(line))
+        else:
+            counting = False
+            if not fenced:
+                prose.append(line)
+    sentences = re.split(r"(?<=[.;])\s+(?=[A-Z(`])", _flat("\n".join(prose)))
+    return table, sentences
+
+
+def test_the_performance_pages_counts_are_its_tables() -> None:
+    """An instruction count in the prose is the table's, from the same run, unless its
+    sentence names the command it comes from (``--against REF``: another tree's code). The
+    page gave one arm two counts from two runs (async hedging +29,910 in a paragraph,
+    +24,188 in the table)."""
+    table, sentences = _performance_page()
+    assert len(table) >= 10
+    quoted = [(count, sentence) for sentence in sentences for count in COUNT.findall(sentence)]
+    assert any(count in table for count, _ in quoted)
+    for count, sentence in quoted:
+        elsewhere = re.search(r"benchmarks/instructions\.py [^`]*--against", sentence)
+        assert count in table or elsewhere, f"{count} is not the table's: {sentence}"
+
+
+# -- the simulator's time: the runs benchmarks/sim_time.py recorded -----------------------------
+
+#: What docs/simulator.md says of the default run's time, each figure a field of
+#: benchmarks/sim_time.json (the record ``python benchmarks/sim_time.py --json`` writes).
+SIM_TIME = (
+    "What a default run takes, measured by `python benchmarks/sim_time.py --against {ref}` "
+    "(the command run {runs} from a temporary directory with each tree's code, checked to "
+    "be that tree's and not an installed copy, the trees in turn; medians) on a {cpus}-core "
+    "{machine} VM ({cpu}, Python {python}, load average {before:.1f} before and {after:.1f} "
+    "after): {real:.1f} s of real time and {cpu_time:.1f} s of CPU, its worker processes' "
+    "included; the code before the scenarios moved from trio's `MockClock` to the jumping "
+    "asyncio loop ({ref}): {old_real:.1f} s and {old_cpu:.1f} s"
+)
+
+
+def test_the_simulators_time_is_the_recorded_runs() -> None:
+    """The simulator page's timing is benchmarks/sim_time.py's record of the default command
+    (no options), the working tree's code against the ref it names. (The page gave one
+    run's figures that a fresh install of the same code did not come near, with nothing to
+    check them by.)"""
+    record = json.loads((ROOT / "benchmarks" / "sim_time.json").read_text(encoding="utf-8"))
+    assert record["command"] == "python -m retry_transport.sim"
+    tree, old = record["trees"]
+    assert tree["name"] == "working tree" and len(tree["runs"]) == len(old["runs"])
+    expected = SIM_TIME.format(
+        ref=old["name"], runs=_WORDS.get(len(tree["runs"]), len(tree["runs"])),
+        cpus=record["cpus"], machine=record["machine"], cpu=record["cpu"],
+        python=record["python"], before=record["load"][0], after=record["load"][1],
+        real=tree["median"]["real"], cpu_time=tree["median"]["cpu"],
+        old_real=old["median"]["real"], old_cpu=old["median"]["cpu"],
+    )
+    assert expected in _page("docs/simulator.md"), f"docs/simulator.md should say: {expected}"
+
+
+_WORDS = {2: "twice", 3: "three times", 4: "four times", 5: "five times"}

@@ -449,6 +449,15 @@ class RawServer:
         with self._lock:
             return len(self.seen)
 
+    def received(self, at_least: int) -> int:
+        """:attr:`count` once it is ``at_least`` (or after ``BOUND`` seconds). A client whose
+        own timer ended its request (a read timeout, a deadline) may be done before this
+        server's thread has read what it sent: on a loaded machine, well after."""
+        end = time.monotonic() + BOUND
+        while self.count < at_least and time.monotonic() < end:
+            time.sleep(0.005)
+        return self.count
+
     def _accept_loop(self) -> None:
         with selectors.DefaultSelector() as selector:
             selector.register(self._listener, selectors.EVENT_READ)

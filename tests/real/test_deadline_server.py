@@ -210,19 +210,25 @@ class Forwarder:
         await _answer(send, 200, json.dumps(report).encode())
 
 
-#: What service A keeps back of the time it inherits, for its answer's way home.
-OFFSET = 0.05
+#: The caller's deadline, and what service A keeps back of the time it inherits for its
+#: answer's way home; a hop (the request to A, A's answer back) takes at most HOP seconds,
+#: what a loaded machine may take (a few milliseconds on an idle one). The margins were 50 ms
+#: for the way home and 20 ms for B's notes, which a machine busy with other work overran.
+DEADLINE = 2.0
+OFFSET = 0.5
+HOP = 0.5
 
 
 def test_a_deadline_holds_across_three_services(serve: Callable[..., str]) -> None:
     """A, behind ``offset=OFFSET``, stops retrying B that much before its caller would stop
-    waiting, so its answer is back before the caller's deadline (``margin`` > 0)."""
+    waiting, so its answer is back before the caller's deadline (``margin`` > 0), and B
+    hears nothing after the caller gave up."""
     service_b = Unavailable().start()
     service_a = Forwarder()
     try:
         url = serve(service_a, offset=OFFSET)
         transport = rt.RetryTransport(deadline_header=HEADER, max_attempts=1)
-        with httpx.Client(transport=transport, base_url=url) as client, rt.deadline(1.0):
+        with httpx.Client(transport=transport, base_url=url) as client, rt.deadline(DEADLINE):
             scope = _deadlines.current()
             assert scope is not None
             ends = scope.end  # on time.monotonic, as B's notes
@@ -236,15 +242,18 @@ def test_a_deadline_holds_across_three_services(serve: Callable[..., str]) -> No
     assert 0 < margin, margin  # back before the caller gave up
 
     seen = list(service_b.seen)
-    assert len(seen) >= 5, seen  # A did retry, for most of the second
-    assert max(at for at, _ in seen) <= ends - OFFSET + 0.02, (ends, seen)
+    assert len(seen) >= 5, seen  # A did retry, for most of its time
+    assert max(at for at, _ in seen) < ends, (ends, seen)  # nothing after the caller gave up
+    # Each attempt went with time left of A's own deadline, OFFSET before the caller's:
+    # A stopped at its deadline, whenever B got round to noting what arrived.
     sent = [int(header) for _, header in seen if header is not None]
-    assert len(sent) == len(seen) and all(0 < ms <= 1000 - OFFSET * 1000 for ms in sent), sent
+    ceiling = (DEADLINE - OFFSET) * 1000
+    assert len(sent) == len(seen) and all(0 < ms <= ceiling for ms in sent), sent
     assert sent == sorted(sent, reverse=True)  # the time left, each attempt less
 
     assert len(service_a.reports) == 1
     report = service_a.reports[0]
-    assert 0.9 - OFFSET < report["inherited"] <= 1.0 - OFFSET
+    assert DEADLINE - OFFSET - HOP < report["inherited"] <= DEADLINE - OFFSET
     assert report["stop_reason"] == "deadline"
     assert report["attempts"] == len(seen)
     assert response.status_code == 200

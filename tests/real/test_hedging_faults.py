@@ -78,14 +78,17 @@ RACING_DELAY = (0.040, 0.080)
 #: What the budget may have lost against a healthy server, in retry costs.
 BUDGET_SLACK = 3
 #: The busy pool: BUSY_REQUESTS concurrent GETs over BUSY_SIZE connections (BUSY_DELAY
-#: seconds each), unhedged then hedged; hedged may take at most BUSY_RATIO times as long,
-#: plus BUSY_GRACE seconds, the best of up to BUSY_TRIES runs of each.
+#: seconds each), unhedged then hedged, in turns; hedged may take at most BUSY_RATIO times
+#: the CPU time, plus BUSY_GRACE seconds, the best of up to BUSY_TRIES runs of each. An
+#: answer held past the hedging delay on a loaded machine is hedged, rightly: at most
+#: BUSY_STRAY of the requests (none is, on an idle one).
 BUSY_REQUESTS = 600
 BUSY_SIZE = 20
 BUSY_DELAY = (0.020, 0.020)
 BUSY_RATIO = 1.25
 BUSY_GRACE = 0.5
-BUSY_TRIES = 2
+BUSY_TRIES = 3
+BUSY_STRAY = 0.05
 #: The crowd: CROWD_TASKS tasks over CROWD_SIZE connections must finish hedged within
 #: CROWD_BOUND seconds.
 CROWD_TASKS = 2000
@@ -478,6 +481,7 @@ class PoolRun:
     """What ``count`` concurrent GETs through one async client came to."""
 
     seconds: float
+    cpu: float = 0.0  # this process's CPU time (client, server threads), seconds
     statuses: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     hedges: int = 0  # the sum of the responses' RetryInfo.hedges
@@ -487,9 +491,9 @@ class PoolRun:
     tokens: float = 0.0
 
     def report(self, name: str) -> str:
-        return (f"{name}: {self.seconds:.2f}s, hedges counted {self.stats.hedges} "
-                f"(responses {self.hedges}, events {self.events}), received "
-                f"{self.received}, budget {self.tokens:g}, errors {len(self.errors)}")
+        return (f"{name}: {self.seconds:.2f}s, CPU {self.cpu:.2f}s, hedges counted "
+                f"{self.stats.hedges} (responses {self.hedges}, events {self.events}), "
+                f"received {self.received}, budget {self.tokens:g}, errors {len(self.errors)}")
 
 
 async def pool_run(server: CountingServer, path: str, count: int, size: int,
@@ -516,6 +520,7 @@ async def pool_run(server: CountingServer, path: str, count: int, size: int,
         run.hedges += info.hedges if info is not None else 0
 
     started = time.monotonic()
+    cpu = time.process_time()
     async with httpx.AsyncClient(transport=transport,
                                  timeout=httpx.Timeout(POOL_TIMEOUT)) as client:
         with anyio.fail_after(CROWD_BOUND):
@@ -523,6 +528,7 @@ async def pool_run(server: CountingServer, path: str, count: int, size: int,
                 for number in range(count):
                     group.start_soon(one, number)
     run.seconds = time.monotonic() - started
+    run.cpu = time.process_time() - cpu
     run.received = server.hedges() - before
     run.stats = transport.stats
     budget = transport.budget
@@ -568,8 +574,15 @@ def test_on_trio_hedges_leaving_the_pool_as_their_race_ends_are_not_counted() ->
 
 @pytest.mark.anyio
 async def test_a_busy_pool_is_no_slower_hedged(pool_server: CountingServer) -> None:
-    """600 GETs at once over 20 connections, unhedged then hedged against the same server:
-    hedged takes no longer, give or take, and counts only the hedges the server received."""
+    """600 GETs at once over 20 connections, unhedged and hedged in turns against the same
+    server: hedged takes no more CPU, give or take, sends next to no hedges, and counts only
+    the hedges the server received.
+
+    The crowd is CPU-bound (the pool's bookkeeping, for hundreds of waiting requests), so its
+    time on an idle machine is its CPU time; a hedge queued in the pool, or one sent, would
+    add to it. The CPU time is compared, not the wall-clock time, which another process's
+    load stretches by as much as it likes: in one run of two, hedged took 1.6 times as long
+    as unhedged with two CPU-bound processes beside the suite, for the same CPU time."""
     pool_server.answer = Delays(*BUSY_DELAY)
     plain: list[PoolRun] = []
     hedged: list[PoolRun] = []
@@ -577,8 +590,8 @@ async def test_a_busy_pool_is_no_slower_hedged(pool_server: CountingServer) -> N
         plain.append(await pool_run(pool_server, "/busy", BUSY_REQUESTS, BUSY_SIZE, None))
         hedged.append(await pool_run(pool_server, "/busy", BUSY_REQUESTS, BUSY_SIZE,
                                      rt.Hedging(POOL_HEDGE_AFTER)))
-        best_plain = min(run.seconds for run in plain)
-        best_hedged = min(run.seconds for run in hedged)
+        best_plain = min(run.cpu for run in plain)
+        best_hedged = min(run.cpu for run in hedged)
         if best_hedged <= best_plain * BUSY_RATIO + BUSY_GRACE:
             break
     for number, (one, other) in enumerate(zip(plain, hedged, strict=True), 1):
@@ -589,6 +602,7 @@ async def test_a_busy_pool_is_no_slower_hedged(pool_server: CountingServer) -> N
         assert run.statuses == [200] * BUSY_REQUESTS
     for run in hedged:
         assert run.stats.hedges == run.hedges == run.received
+        assert run.received <= BUSY_STRAY * BUSY_REQUESTS
     assert best_hedged <= best_plain * BUSY_RATIO + BUSY_GRACE
 
 

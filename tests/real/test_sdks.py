@@ -28,6 +28,7 @@ import contextlib
 import inspect
 import logging
 import math
+import random
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -1099,3 +1100,105 @@ def test_sdk_retries_above_the_transport_are_named_once(
     said = [r for r in caplog.records if "x-stainless-retry-count" in r.getMessage()]
     assert len(said) == 1 and "max_retries=0" in said[0].getMessage()
     assert layered(caught.list) == [said[0].getMessage()]
+
+
+# -- what the guide and the README say besides the table ------------------------------------
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_guide_says_which_client_the_sdk_takes(kit: Kit, server: FakeAPI,
+                                                    waits: Waits) -> None:
+    """The guide names the clients each SDK takes: an ``httpx2.Client`` always, an
+    ``httpx.Client`` where the SDK accepts one (openai 3.63 does again, anthropic 2.17 does
+    not). Where it does, that client over the httpx flavour's transport and preset rides out a
+    503 and a trusted 429 on a POST as the httpx2 set-up does."""
+    import httpx
+
+    import retry_transport as rt_httpx
+
+    transport = rt_httpx.RetryTransport(policy=getattr(rt_httpx.presets, kit.api)(),
+                                        sleep=waits.sleep)
+    try:
+        client = kit.sync_client(base_url=kit.base_url(server.url), api_key="test",
+                                 timeout=TIMEOUT, max_retries=0,
+                                 http_client=httpx.Client(transport=transport))
+    except TypeError as refused:
+        assert "httpx2" in str(refused)
+        takes = "an `httpx2.Client` only"
+    else:
+        takes = "an `httpx2.Client` or an `httpx.Client`"
+        server.fail(kit.models_path, Fault(503))
+        server.fail(kit.create_path, RATE_LIMITED)
+        with client:
+            assert kit.ids(kit.list_models(client)) == kit.model_ids
+            assert kit.text(kit.create(client)) == ANSWER
+        assert len(server.requests(kit.models_path)) == 2
+        assert len(server.requests(kit.create_path)) == 2
+    name = "OpenAI" if kit.api == "openai" else "Anthropic"
+    assert f"The {name} SDK takes {takes}" in _flat(GUIDE.read_text())
+
+
+class _Edge(random.Random):
+    """A random source whose every draw is the same end of its range (0.0 or 1.0)."""
+
+    def __init__(self, end: float) -> None:
+        super().__init__(0)
+        self.end = end
+
+    def random(self) -> float:
+        return self.end
+
+
+def test_the_guide_says_what_the_preset_waits_on_a_429(kit: Kit, server: FakeAPI) -> None:
+    """On a 429 with ``retry-after-ms`` the preset waits the server's time and its backoff on
+    top, its jitter drawn anywhere from nothing to the first step, as the guide says for 700
+    ms (it said the preset waited what the SDK does: the server's time alone)."""
+    found = []
+    for end in (0.0, 1.0):
+        server.reset()
+        server.fail(kit.create_path, Fault(429, headers=(("retry-after-ms", "700"),)))
+        waits = Waits()
+        preset = getattr(rt.presets, kit.api)()
+        with sdk(kit, server.url, waits, policy=preset, rng=_Edge(end)) as client:
+            assert kit.text(kit.create(client)) == ANSWER
+        (wait,) = waits.waits
+        found.append(wait)
+    assert found == [pytest.approx(0.7), pytest.approx(0.7 + preset.base_delay)]
+    said = f"for `retry-after-ms: 700`, {found[0]:g} to {found[1]:g} s where the SDK waits 0.7 s"
+    assert said in _flat(GUIDE.read_text())
+
+
+def test_the_readmes_opt_in_retries_what_the_preset_hands_back(kit: Kit, server: FakeAPI,
+                                                               waits: Waits) -> None:
+    """The README: with the preset a bare 409, 500 or 503 on a POST, and OpenAI's 529, reach
+    the caller (one request each), where the SDK alone would retry them; an ``Idempotency-Key``
+    in the call's ``extra_headers``, or ``auto_idempotency_key=True`` on the transport, opts
+    in (and for OpenAI's 529, ``retry_statuses`` that include it)."""
+    readme = _flat((Path(__file__).parents[2] / "README.md").read_text())
+    assert ("So a bare `409`, `500` or `503` on a chat completion or a message, and OpenAI's "
+            "`529`, reach the caller where the SDK alone would retry them") in readme
+    assert ("opt in per request with an `Idempotency-Key` in the call's `extra_headers`, or "
+            "per client with `auto_idempotency_key=True` on its transport (and for OpenAI's "
+            "529, `retry_statuses` that include it)") in readme
+    preset = getattr(rt.presets, kit.api)()
+    statuses = [409, 500, 503] + ([529] if kit.api == "openai" else [])
+    for status in statuses:
+        server.reset()
+        server.fail(kit.create_path, Fault(status))
+        with sdk(kit, server.url, waits, policy=preset) as client, \
+                pytest.raises(Exception) as handed_back:
+            kit.create(client)
+        assert getattr(handed_back.value, "status_code", None) == status
+        assert len(server.requests(kit.create_path)) == 1
+        with_529 = preset.replace(retry_statuses=preset.retry_statuses | {529})
+        for per_request, per_client in (({"Idempotency-Key": '"call-1"'}, {}),
+                                        ({}, {"auto_idempotency_key": True})):
+            server.reset()
+            server.fail(kit.create_path, Fault(status))
+            with sdk(kit, server.url, waits, policy=with_529 if status == 529 else preset,
+                     **per_client) as client:
+                assert kit.text(kit.create(client, extra_headers=per_request)) == ANSWER
+            assert len(server.requests(kit.create_path)) == 2

@@ -822,6 +822,45 @@ def test_command_writes_nothing_on_stderr_that_is_not_a_terminal(
     assert stderr.getvalue() == ""
 
 
+class _Pipe(io.StringIO):
+    """A stdout that is no terminal (a pipe, a file): a reader has what was flushed."""
+
+    flushed = ""
+
+    def flush(self) -> None:
+        self.flushed = self.getvalue()
+
+
+def test_command_flushes_the_storm_table_before_its_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The storm's table and a line saying that the rest follows reach a pipe before the
+    runs behind the rest start (it printed nothing until the end: tens of seconds)."""
+    import retry_transport.sim.__main__ as command
+
+    pipe = _Pipe()
+    monkeypatch.setattr(sys, "stdout", pipe)
+    read_then: list[str] = []
+    run_jobs = command.run_jobs
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        read_then.append(pipe.flushed)
+        return run_jobs(*args, **kwargs)
+
+    monkeypatch.setattr(command, "run_jobs", recorded)
+    assert main([*_PROGRESS_ARGS, "--workers", "1"]) == 0
+    (first,) = read_then
+    assert first, "nothing reached the pipe before the runs"
+    lines = first.splitlines()
+    assert lines[0].startswith("The retry-storm table, measured")
+    header = lines.index(next(line for line in lines if line.startswith("step  policy")))
+    assert [line.split()[0] for line in lines[header + 1 : header + 5]] == ["1", "2", "3", "4"]
+    assert " ".join(lines[header + 6 :]) == (
+        "The rest follows once it has run: step 4 over 25 seeded runs, other policies over 5 "
+        "each (each --no-... option skips a section)."
+    )
+    assert pipe.getvalue().startswith(first)
+    assert "Step 4 over 25 runs" in pipe.getvalue()[len(first) :]
+
+
 def test_command_runs_your_policy(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--max-attempts", "4", "--jitter", "decorrelated", "--base-delay", "0.05"]
     assert main([*args, "--runs", "30", "--seed", "2", "--workers", "1"]) == 0

@@ -51,6 +51,21 @@ def test_stats_snapshot_is_frozen(harness: Harness) -> None:
         before.requests = 3  # type: ignore[misc]
 
 
+def test_stats_repr_shows_the_give_ups_as_a_plain_dict(flavour: str) -> None:
+    """The repr reads as the fields do (it showed ``gave_up=mappingproxy({...})``)."""
+    transport = rt.RetryTransport(httpx.MockTransport(script(503)[0]), sleep=FakeClock().sleep,
+                                  budget=None, max_attempts=2)
+    with httpx.Client(transport=transport) as client:
+        client.get("https://api.example.com/items")
+    stats = transport.stats
+    assert repr(stats) == (
+        f"RetryStats(requests=1, retries=1, gave_up={{{rt.StopReason.MAX_ATTEMPTS!r}: 1}}, "
+        "budget_tokens=None, retry_rate=1.0, hedges=0, hedge_wins=0, throttled=0, resumes=0)"
+    )
+    with pytest.raises(TypeError):
+        stats.gave_up[rt.StopReason.DEADLINE] = 1  # type: ignore[index]  # still read-only
+
+
 def test_hooks_receive_retries_and_give_ups(harness: Harness) -> None:
     """One event per retry scheduled and per give-up, with redacted URLs."""
     events: list[rt.RetryEvent] = []

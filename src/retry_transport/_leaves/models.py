@@ -241,6 +241,16 @@ class RetryStats:
     throttled: int = 0
     resumes: int = 0
 
+    def __repr__(self) -> str:
+        # gave_up is a read-only view of the counts (a mappingproxy): shown as the plain
+        # dict it reads as, so the repr is what one would type.
+        fields = ", ".join(
+            f"{name}={dict(value) if isinstance(value, Mapping) else value!r}"
+            for name in self.__dataclass_fields__
+            for value in [getattr(self, name)]
+        )
+        return f"RetryStats({fields})"
+
 
 # -- quick construction ------------------------------------------------------------------------
 #

@@ -695,6 +695,26 @@ def _downloads_rows(results: Sequence[Any]) -> list[tuple[str, DownloadsResult]]
 _Frames = tuple[list[tuple[str, StormResult]], list[tuple[str, OutageResult]]]
 
 
+#: The default run's sections after the storm, by the flag that skips each.
+_SECTIONS: Final = (
+    ("no_outage", "the outage"), ("no_rate_limit", "the rate-limited API"),
+    ("no_fleet", "the fleet"), ("no_deadline", "deadline propagation"),
+    ("no_tail", "the tail at scale"), ("no_overload", "the partial overload"),
+    ("no_downloads", "the downloads"),
+)
+
+
+def _follows(args: argparse.Namespace, compare_runs: int) -> str:
+    """The line after the storm's table: what the rest of the output is, still running."""
+    sections = [name for flag, name in _SECTIONS if not getattr(args, flag)]
+    text = (f"The rest follows once it has run: step 4 over {args.runs:,} seeded runs, other "
+            f"policies over {compare_runs:,} each")
+    if sections:
+        text += ", then " + ", ".join(sections[:-1]) + (" and " if sections[1:] else "")
+        text += sections[-1]
+    return wrap(text + " (each --no-... option skips a section).")
+
+
 def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
     step4 = STEPS[3]
     compare_runs = min(args.compare_runs, args.runs)
@@ -719,13 +739,20 @@ def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
         jobs += _overload_jobs()
     if not args.no_downloads:
         jobs += _downloads_jobs()
-    results = run_jobs(jobs, workers=args.workers)
     fixed = run_storms([s.spec() for s in STEPS[:3]] + [step4.spec(REPRESENTATIVE_SEED)])
     steps = list(zip(STEPS, fixed, strict=True))
 
+    # The table first, at once (flushed: a pipe or a file would hold it until the end), and
+    # what is coming; the runs behind the rest take most of the command's time.
     out.append("The retry-storm table, measured: " + _scenario(6, 4, 0.1, 2.0))
     out.append("")
     out.append(seed_table(steps))
+    out.append("")
+    out.append(_follows(args, compare_runs))
+    print("\n".join(out), flush=True)
+    out.clear()
+    results = run_jobs(jobs, workers=args.workers)
+
     out.append("")
     step4_stats = stats_from_rows(specs[0], args.seed, results[0])
     out.append("Step 4 " + stats_lines(step4_stats, mark=19))
