@@ -1,9 +1,20 @@
+import atexit
+import shutil
+import tempfile
 from collections.abc import Iterator
 
+import hypothesis.configuration
 import pytest
 
 from tests import flavour as _flavour
 from tests.harness import Harness
+
+# Hypothesis keeps what it learns (its examples, the constants it found in the code) in a
+# folder of the working directory, even with no database: the suite writes nothing into the
+# checkout, so this process's go to a folder of its own, removed at its end.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="retry-transport-hypothesis-")
+hypothesis.configuration.set_hypothesis_home_dir(_HYPOTHESIS_HOME)
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, ignore_errors=True)
 
 
 @pytest.fixture(params=["asyncio", "trio"])
