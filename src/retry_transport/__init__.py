@@ -8,6 +8,8 @@ rt.retry_info(response).attempts
 """
 
 from . import presets as presets  # rt.presets.openai(): a module, not in __all__
+from ._base.errors import LayeredRetriesWarning
+from ._base.models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
 from ._call.hedging import Hedging
 from ._call.latency import LatencySummary
 from ._call.resume import Resume
@@ -22,11 +24,9 @@ from ._io.transports import (
     RetryTransport,
     ThrottledError,
 )
-from ._leaves.errors import LayeredRetriesWarning
-from ._leaves.models import Attempt, RetryEvent, RetryInfo, RetryStats, StopReason
-from ._meaning.deadlines import deadline, time_left
-from ._meaning.observe import RetryHook
-from ._meaning.policy import (
+from ._policy.deadlines import deadline, time_left
+from ._policy.observe import RetryHook
+from ._policy.policy import (
     DEFAULT_RETRY_METHODS,
     DEFAULT_RETRY_STATUSES,
     Jitter,

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ._meaning.deadlines import fresh
-from ._meaning.inherit import (
+from ._policy.deadlines import fresh
+from ._policy.inherit import (
     DEFAULT_HEADER,
     EXPIRED_BODY,
     EXPIRED_CONTENT_TYPE,

@@ -55,15 +55,15 @@ from . import (
     retry_info,
     time_left,
 )
-from ._io.drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
-from ._leaves.errors import (
+from ._base.errors import (
     CircuitOpenErrorBase as _CircuitOpenErrorBase,
     CooldownErrorBase as _CooldownErrorBase,
     DeadlineExceededBase as _DeadlineExceededBase,
     ThrottledErrorBase as _ThrottledErrorBase,
     errors_of as _errors_of,
 )
-from ._leaves.flavour import Flavour as _Flavour
+from ._base.flavour import Flavour as _Flavour
+from ._io.drivers import AsyncRetry as _AsyncRetry, SyncRetry as _SyncRetry
 
 __all__ = [
     "DEFAULT_RETRY_METHODS",

@@ -40,8 +40,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "retry_transport.otel needs OpenTelemetry: pip install 'retry-transport[otel]'"
     ) from exc
 
+from ._base.models import RetryEvent
 from ._io.drivers import AsyncRetry, SyncRetry
-from ._leaves.models import RetryEvent
 from ._wire.http import redact_url
 
 __all__ = [

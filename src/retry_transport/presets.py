@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._meaning.policy import RetryPolicy
+from ._policy.policy import RetryPolicy
 
 __all__ = ["anthropic", "openai"]
 

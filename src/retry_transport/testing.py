@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from ._leaves.validate import check_count
-from ._meaning import testmode
-from ._meaning.testmode import TestingLog
+from ._base.validate import check_count
+from ._policy import testmode
+from ._policy.testmode import TestingLog
 
 __all__ = ["TestingLog", "retry_testing"]
 

@@ -20,8 +20,8 @@ from contextlib import ExitStack
 from http import HTTPStatus
 from typing import Any
 
-from ._meaning.deadlines import fresh
-from ._meaning.inherit import (
+from ._policy.deadlines import fresh
+from ._policy.inherit import (
     DEFAULT_HEADER,
     EXPIRED_BODY,
     EXPIRED_CONTENT_TYPE,

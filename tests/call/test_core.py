@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from retry_transport import CircuitBreaker, RetryBudget, StopReason, retry_info as rt_retry_info
+from retry_transport._base.errors import LayeredRetriesWarning
 from retry_transport._call.controller import Controller
 from retry_transport._call.core import RetryCall
 from retry_transport._call.options import Settings
@@ -19,10 +20,9 @@ from retry_transport._call.quick import QuickPath
 from retry_transport._guards.seam import FIRST, AttemptKind, Guard, Refusal
 from retry_transport._guards.throttle import AdaptiveThrottle
 from retry_transport._io.transports import HTTPX
-from retry_transport._leaves.errors import LayeredRetriesWarning
-from retry_transport._meaning.observe import SDK_RETRY_COUNT, SDK_RETRY_WINDOW
-from retry_transport._meaning.policy import RetryPolicy
-from retry_transport._meaning.rules import ORDER, Outcome
+from retry_transport._policy.observe import SDK_RETRY_COUNT, SDK_RETRY_WINDOW
+from retry_transport._policy.policy import RetryPolicy
+from retry_transport._policy.rules import ORDER, Outcome
 
 
 class Headers(dict[str, str]):

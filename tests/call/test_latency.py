@@ -19,6 +19,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
+from retry_transport._base import fork as _fork
 from retry_transport._call.latency import (
     _BOUNDS,
     _VALUES,
@@ -30,7 +31,6 @@ from retry_transport._call.latency import (
     LatencySummary,
     LatencyTable,
 )
-from retry_transport._leaves import fork as _fork
 from tests.harness import FakeClock
 
 A = "https://a.example:443"

@@ -255,7 +255,7 @@ def test_quick_records_equal_the_constructors() -> None:
     import dataclasses
     import pickle
 
-    from retry_transport._leaves.models import new_attempt, new_retry_info
+    from retry_transport._base.models import new_attempt, new_retry_info
 
     attempt = new_attempt(503, None, 1.5, 0.25, "retry-after")
     assert type(attempt) is rt.Attempt

@@ -15,7 +15,7 @@ import retry_transport as rt
 from retry_transport._call import options as _options
 from retry_transport._call.core import __doc__ as CORE_DOC
 from retry_transport._io import drivers as _drivers
-from retry_transport._meaning import rules as _rules
+from retry_transport._policy import rules as _rules
 
 PACKAGE = Path(rt.__file__).parent
 # The documentation page that states the rules and the options in full (the README links to it).
@@ -88,7 +88,7 @@ def test_no_import_cycle() -> None:
 
 #: The package's folders, lowest first. A module in one imports only its own folder's modules
 #: and those of the folders below it; the public modules (the top level) import from any.
-TIERS = ("_leaves", "_wire", "_stores", "_meaning", "_guards", "_call", "_io")
+TIERS = ("_base", "_wire", "_stores", "_policy", "_guards", "_call", "_io")
 
 
 def test_every_private_module_is_in_a_tier() -> None:
@@ -96,6 +96,18 @@ def test_every_private_module_is_in_a_tier() -> None:
     for name in GRAPH:
         top = name.split(".")[0]
         assert top in TIERS or not top.startswith("_") or top == "__init__", name
+
+
+@pytest.mark.parametrize("folder", TIERS)
+def test_a_folders_docstring_names_each_of_its_modules(folder: str) -> None:
+    """A reader opening a tier's folder finds each module named, as ``module``, in the
+    folder's docstring: a module added without a word there fails here."""
+    doc = (PACKAGE / folder / "__init__.py").read_text(encoding="utf-8")
+    modules = sorted(path.stem for path in (PACKAGE / folder).glob("*.py")
+                     if path.stem != "__init__")
+    assert modules
+    missing = [name for name in modules if f"``{name}``" not in doc]
+    assert not missing, f"{folder}/__init__.py does not name {missing}"
 
 
 @pytest.mark.parametrize("folder", TIERS)
@@ -261,4 +273,4 @@ def test_each_stop_reason_constant_is_defined_once() -> None:
     for name, path in _modules().items():
         text = path.read_text(encoding="utf-8")
         found = re.findall(r"^\w+: Final = StopReason\.", text, flags=re.MULTILINE)
-        assert name == "_leaves.models" or not found, (name, found)
+        assert name == "_base.models" or not found, (name, found)

@@ -63,7 +63,7 @@ def test_version() -> None:
 def test_transport_options_cover_every_keyword() -> None:
     """The typed keywords are exactly the policy fields and the inner transport's keywords."""
     from retry_transport._call.options import TRANSPORT_KEYWORDS, TransportOptions
-    from retry_transport._meaning.policy import FIELDS
+    from retry_transport._policy.policy import FIELDS
 
     assert set(TransportOptions.__annotations__) == FIELDS | TRANSPORT_KEYWORDS
 

@@ -13,7 +13,7 @@ import pytest
 from retry_transport import RetryPolicy, StopReason
 from retry_transport._guards.cooldowns import INBOX_LIMIT, CooldownTable
 from retry_transport._guards.seam import FIRST, HEDGE, RETRY, AttemptKind, Hold, Refusal
-from retry_transport._meaning.rules import Outcome
+from retry_transport._policy.rules import Outcome
 
 A = "https://a.example.com:443"
 B = "https://b.example.com:443"

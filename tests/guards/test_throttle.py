@@ -17,8 +17,8 @@ import anyio
 import httpx
 import pytest
 
+from retry_transport._base.counting import PRUNE_AT as _PRUNE_AT
 from retry_transport._guards.throttle import _BUCKETS, AdaptiveThrottle
-from retry_transport._leaves.counting import PRUNE_AT as _PRUNE_AT
 from tests.flavour import MODULES
 
 A = "https://a.example:443"  # an origin as the transports spell it

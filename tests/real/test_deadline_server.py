@@ -21,7 +21,7 @@ import uvicorn
 
 import retry_transport as rt
 from retry_transport import wsgi
-from retry_transport._meaning import deadlines as _deadlines
+from retry_transport._policy import deadlines as _deadlines
 from retry_transport.asgi import DeadlineMiddleware
 from tests.real.servers import BOUND, LocalHTTPServer
 

@@ -1,4 +1,4 @@
-"""The lock-free counting and the amortised pruning rule, stated once in ``_leaves.counting``."""
+"""The lock-free counting and the amortised pruning rule, stated once in ``_base.counting``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from retry_transport._leaves.counting import PRUNE_AT, Tally, counter, next_prune_at
+from retry_transport._base.counting import PRUNE_AT, Tally, counter, next_prune_at
 
 
 def test_a_tally_takes_what_was_added_since_the_last_take() -> None:

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from retry_transport import Attempt, RetryEvent, RetryInfo, StopReason
-from retry_transport._leaves.counting import PRUNE_AT
-from retry_transport._meaning.observe import (
+from retry_transport._base.counting import PRUNE_AT
+from retry_transport._policy.observe import (
     REFUSAL_LOG_INTERVAL,
     Observer,
     emit,

@@ -17,7 +17,7 @@ import tenacity
 import urllib3
 
 import retry_transport as rt
-from retry_transport._meaning.peers import PEERS, peer_hint
+from retry_transport._policy.peers import PEERS, peer_hint
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "migrating.md"
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import retry_transport as rt
-from retry_transport._meaning.policy import FIELDS, compute_backoff
+from retry_transport._policy.policy import FIELDS, compute_backoff
 
 
 def test_defaults() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from retry_transport import RetryPolicy, StopReason
 from retry_transport._io.transports import HTTPX
-from retry_transport._meaning import rules
-from retry_transport._meaning.rules import (
+from retry_transport._policy import rules
+from retry_transport._policy.rules import (
     COOLDOWN_STATUSES,
     ORDER,
     RULES,

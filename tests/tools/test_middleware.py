@@ -23,8 +23,8 @@ import pytest
 
 import retry_transport as rt
 from retry_transport import asgi, wsgi
-from retry_transport._meaning import deadlines as _deadlines
-from retry_transport._meaning.deadlines import deadline, time_left
+from retry_transport._policy import deadlines as _deadlines
+from retry_transport._policy.deadlines import deadline, time_left
 from tests.tables import table
 
 if sys.version_info >= (3, 11):

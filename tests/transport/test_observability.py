@@ -161,7 +161,7 @@ def test_counters_without_a_gil_are_locked(monkeypatch: pytest.MonkeyPatch) -> N
     """On a free-threaded interpreter the counters take a lock, and stay exact."""
     import threading
 
-    from retry_transport._leaves import counting
+    from retry_transport._base import counting
 
     monkeypatch.setattr(counting, "LOCK_FREE", False)
     transport = rt.RetryTransport(httpx.MockTransport(lambda r: httpx.Response(200)))

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import retry_transport as rt
-from retry_transport._meaning.policy import FIELDS
+from retry_transport._policy.policy import FIELDS
 
 
 def test_the_openai_preset_follows_the_sdk_where_it_is_safe() -> None:

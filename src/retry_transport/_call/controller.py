@@ -17,18 +17,18 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
+from .._base.counting import counter
+from .._base.flavour import Flavour, Request
+from .._base.fork import track
+from .._base.models import NOT_RETRYABLE, SUCCESS, Attempt, RetryInfo, RetryStats, StopReason
 from .._guards.breaker import BreakerGuard
 from .._guards.budget import BudgetGuard
 from .._guards.cooldowns import CooldownTable
 from .._guards.seam import Guard
 from .._guards.throttle import ThrottleGuard
-from .._leaves.counting import counter
-from .._leaves.flavour import Flavour, Request
-from .._leaves.fork import track
-from .._leaves.models import NOT_RETRYABLE, SUCCESS, Attempt, RetryInfo, RetryStats, StopReason
-from .._meaning.observe import Observer
-from .._meaning.policy import RetryPolicy
-from .._meaning.rules import ORDER, Outcome, final
+from .._policy.observe import Observer
+from .._policy.policy import RetryPolicy
+from .._policy.rules import ORDER, Outcome, final
 from .hedging import Delays
 from .latency import LatencyTable
 from .quick import QuickPath

@@ -3,7 +3,7 @@
 Sans-I/O: nothing here sends, sleeps or reads a clock or a random source of its own; the
 drivers (``_io/drivers.py``) do the I/O and the sleeping, and the clock, wall clock and random
 generator are injected. No HTTP library is imported either: what the decisions need from
-httpx or httpx2 comes from the transport's :class:`~._leaves.flavour.Flavour`. A driver runs one
+httpx or httpx2 comes from the transport's :class:`~._base.flavour.Flavour`. A driver runs one
 :class:`RetryCall` per request:
 
     call = RetryCall(controller, request)   # may raise ValueError (bad override),
@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from typing import Any, Final, NoReturn
 
-from .._guards.seam import FIRST, HEDGE, RETRY, AttemptKind, Guard, Hold, Refusal
-from .._leaves.flavour import Request, Response
-from .._leaves.models import (
+from .._base.flavour import Request, Response
+from .._base.models import (
     DEADLINE,
     NOT_RETRYABLE,
     RETRY_AFTER_TOO_LONG,
@@ -45,12 +44,13 @@ from .._leaves.models import (
     new_attempt,
     new_retry_info,
 )
-from .._leaves.validate import check_attempt_header
-from .._meaning import testmode
-from .._meaning.deadlines import Scope, current as ambient_scope
-from .._meaning.observe import Observer, display
-from .._meaning.policy import compute_backoff
-from .._meaning.rules import (
+from .._base.validate import check_attempt_header
+from .._guards.seam import FIRST, HEDGE, RETRY, AttemptKind, Guard, Hold, Refusal
+from .._policy import testmode
+from .._policy.deadlines import Scope, current as ambient_scope
+from .._policy.observe import Observer, display
+from .._policy.policy import compute_backoff
+from .._policy.rules import (
     Outcome,
     asked,
     classify_error,

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from .._base.models import NOT_RETRYABLE, SERVER_DECLINED, Attempt, new_attempt
 from .._guards.seam import HEDGE, Guard
-from .._leaves.models import NOT_RETRYABLE, SERVER_DECLINED, Attempt, new_attempt
-from .._meaning.rules import classify_error, classify_response, final_at_once
+from .._policy.rules import classify_error, classify_response, final_at_once
 from .._wire.http import attach
 from .core import REFUSED, RetryCall
 from .timeleft import MIN_ATTEMPT
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Request, Response
-    from .._meaning.policy import RetryPolicy
+    from .._base.flavour import Request, Response
+    from .._policy.policy import RetryPolicy
     from .controller import Controller
     from .hedging import Hedging
 

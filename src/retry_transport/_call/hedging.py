@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from .._leaves.validate import check_count, check_seconds, is_real
+from .._base.validate import check_count, check_seconds, is_real
 from .._wire.http import origin as origin_of
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import URL
+    from .._base.flavour import URL
     from .latency import LatencyTable
 
 __all__ = ["Delays", "Hedging"]

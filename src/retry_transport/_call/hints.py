@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._meaning.rules import classify_error, idempotent
+from .._policy.rules import classify_error, idempotent
 from .._wire.http import length, remember, replayable, retry_info
 from .._wire.resumable import plan
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Flavour, Request, Response
-    from .._leaves.models import RetryInfo
+    from .._base.flavour import Flavour, Request, Response
+    from .._base.models import RetryInfo
     from .controller import Controller
     from .core import RetryCall
 

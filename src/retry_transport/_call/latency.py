@@ -68,9 +68,9 @@ from dataclasses import dataclass
 from operator import sub
 from typing import Final
 
-from .._leaves.counting import LOCK_FREE, PRUNE_AT, next_prune_at
-from .._leaves.fork import track
-from .._leaves.validate import check_callable, check_seconds
+from .._base.counting import LOCK_FREE, PRUNE_AT, next_prune_at
+from .._base.fork import track
+from .._base.validate import check_callable, check_seconds
 
 __all__ = ["GAMMA", "HIGH", "LOW", "SUBWINDOWS", "WINDOW", "LatencySummary", "LatencyTable"]
 

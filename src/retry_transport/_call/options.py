@@ -18,12 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict
 
-from .._guards.breaker import CircuitBreaker
-from .._guards.budget import RetryBudget
-from .._guards.throttle import AdaptiveThrottle
-from .._leaves.contact import check_contact
-from .._leaves.flavour import Flavour
-from .._leaves.validate import (
+from .._base.contact import check_contact
+from .._base.flavour import Flavour
+from .._base.validate import (
     ATTEMPT_HEADER_REFUSED,
     check_attempt_header,
     check_callable,
@@ -33,9 +30,12 @@ from .._leaves.validate import (
     check_instance,
     function_kind,
 )
-from .._meaning.observe import RetryHook
-from .._meaning.peers import retry_object
-from .._meaning.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, unknown_keywords
+from .._guards.breaker import CircuitBreaker
+from .._guards.budget import RetryBudget
+from .._guards.throttle import AdaptiveThrottle
+from .._policy.observe import RetryHook
+from .._policy.peers import retry_object
+from .._policy.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, unknown_keywords
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
 from .resume import Resume

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from .._base.flavour import Request, Response
+from .._base.models import RetryInfo
 from .._guards.seam import Guard
-from .._leaves.flavour import Request, Response
-from .._leaves.models import RetryInfo
-from .._meaning import testmode
-from .._meaning.deadlines import current as ambient_scope
-from .._meaning.observe import SDK_RETRY_WINDOW, Observer, sdk_retry_count
-from .._meaning.policy import RetryPolicy
-from .._meaning.rules import Outcome, final_at_once
+from .._policy import testmode
+from .._policy.deadlines import current as ambient_scope
+from .._policy.observe import SDK_RETRY_WINDOW, Observer, sdk_retry_count
+from .._policy.policy import RetryPolicy
+from .._policy.rules import Outcome, final_at_once
 from .._wire.http import attach
 
 __all__ = ["QuickPath"]

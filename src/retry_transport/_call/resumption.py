@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, NoReturn
 
-from .._guards.seam import RETRY
-from .._leaves.models import (
+from .._base.models import (
     BUDGET_EXHAUSTED,
     CIRCUIT_OPEN,
     CLOSED,
@@ -38,8 +37,9 @@ from .._leaves.models import (
     new_attempt,
     new_retry_info,
 )
-from .._meaning.policy import compute_backoff
-from .._meaning.rules import Outcome, classify_error
+from .._guards.seam import RETRY
+from .._policy.policy import compute_backoff
+from .._policy.rules import Outcome, classify_error
 from .._wire.events import EventScanner
 from .._wire.http import attach, remember, retry_info
 from .._wire.resumable import Ranges, is_event_stream, plan
@@ -47,8 +47,8 @@ from .core import Refused, RetryCall
 from .timeleft import MIN_ATTEMPT
 
 if TYPE_CHECKING:
+    from .._base.flavour import Request, Response
     from .._guards.seam import Guard
-    from .._leaves.flavour import Request, Response
 
 __all__ = ["Resumption", "resumption"]
 

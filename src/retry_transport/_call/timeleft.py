@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .._leaves.models import CLOSED, DEADLINE, RetryInfo, StopReason, held_first
+from .._base.models import CLOSED, DEADLINE, RetryInfo, StopReason, held_first
 from .._wire.http import remember
 
 if TYPE_CHECKING:

@@ -28,10 +28,10 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final, Literal
 
-from .._leaves.counting import LOCK_FREE, PRUNE_AT, Tally, next_prune_at
-from .._leaves.fork import track
-from .._leaves.models import CIRCUIT_OPEN, RetryEvent
-from .._leaves.validate import (
+from .._base.counting import LOCK_FREE, PRUNE_AT, Tally, next_prune_at
+from .._base.fork import track
+from .._base.models import CIRCUIT_OPEN, RetryEvent
+from .._base.validate import (
     check_callable,
     check_count,
     check_hooks,
@@ -39,14 +39,14 @@ from .._leaves.validate import (
     check_number,
     check_seconds,
 )
-from .._meaning.observe import Observer, learned
+from .._policy.observe import Observer, learned
 from .._stores.memory import MemoryStore
 from .._wire.http import normalise, origin as origin_of
 from .seam import AttemptKind, CallView, Guard, Refusal
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Request
-    from .._meaning.rules import Outcome
+    from .._base.flavour import Request
+    from .._policy.rules import Outcome
 
 __all__ = ["BreakerGuard", "BreakerState", "CircuitBreaker"]
 

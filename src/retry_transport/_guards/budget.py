@@ -11,15 +11,15 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Final
 
-from .._leaves.counting import LOCK_FREE, Tally
-from .._leaves.fork import track
-from .._leaves.models import BUDGET_EXHAUSTED
-from .._leaves.validate import check_number
+from .._base.counting import LOCK_FREE, Tally
+from .._base.fork import track
+from .._base.models import BUDGET_EXHAUSTED
+from .._base.validate import check_number
 from .seam import FIRST, HEDGE, AttemptKind, CallView, Guard, Refusal
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Request
-    from .._meaning.rules import Outcome
+    from .._base.flavour import Request
+    from .._policy.rules import Outcome
 
 __all__ = ["BudgetGuard", "RetryBudget"]
 

@@ -18,15 +18,15 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from .._leaves.fork import track
-from .._leaves.models import DEADLINE, RETRY_AFTER_TOO_LONG, StopReason
-from .._meaning.policy import compute_backoff
-from .._meaning.rules import Outcome
+from .._base.fork import track
+from .._base.models import DEADLINE, RETRY_AFTER_TOO_LONG, StopReason
+from .._policy.policy import compute_backoff
+from .._policy.rules import Outcome
 from .._wire.http import URL_PARTS
 from .seam import FIRST, HEDGE, AttemptKind, CallView, Guard, Hold, Refusal
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Request
+    from .._base.flavour import Request
     from .._stores.memory import MemoryStore
 
 __all__ = ["INBOX_LIMIT", "CooldownTable"]

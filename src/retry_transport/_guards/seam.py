@@ -12,12 +12,12 @@ of a request, the core (``_call/core.py``, ``RetryCall``):
    the request ends with the refusal's stop reason and the flavour's error of its kind), or
    a :class:`Hold` (before a first attempt only: wait that long, then go; the attempt's
    record shows the wait as ``held`` and the hold's ``holder`` as ``held_by``);
-2. **settles** each ticket with the attempt's ``Outcome`` (``_meaning/rules.py``), or with
+2. **settles** each ticket with the attempt's ``Outcome`` (``_policy/rules.py``), or with
    ``None`` when the attempt ended without a verdict (cancelled, interrupted, refused by a
    later guard); and lets the guards that ``learns`` **learn** from a response that is not
    final at once (one that may carry signals: an origin asking for quiet);
 3. when the outcome is retryable and the request's own rules allow a retry, asks each guard
-   that has a ``reason`` (in the rule order, ``_meaning/rules.py``'s ``ORDER``) to **veto**
+   that has a ``reason`` (in the rule order, ``_policy/rules.py``'s ``ORDER``) to **veto**
    the retry: it answers with that stop reason (no retry), or with anything else, which is
    handed to its ``admit`` of the retry as ``paid`` (the budget: what the retry cost). The
    budget is asked last, so no veto after it can leave a retry paid for and not made.
@@ -44,14 +44,14 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
-from .._leaves.models import StopReason
-from .._meaning.observe import Observer
+from .._base.models import StopReason
+from .._policy.observe import Observer
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Request
-    from .._meaning.policy import RetryPolicy
-    from .._meaning.rules import Outcome
-    from .._meaning.testmode import TestingLog
+    from .._base.flavour import Request
+    from .._policy.policy import RetryPolicy
+    from .._policy.rules import Outcome
+    from .._policy.testmode import TestingLog
 
 __all__ = ["FIRST", "HEDGE", "RETRY", "AttemptKind", "CallView", "ErrorKind", "Guard", "Hold",
            "Refusal"]

@@ -36,10 +36,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
-from .._leaves.counting import PRUNE_AT, counter, next_prune_at
-from .._leaves.fork import track
-from .._leaves.models import THROTTLED, RetryEvent
-from .._leaves.validate import (
+from .._base.counting import PRUNE_AT, counter, next_prune_at
+from .._base.fork import track
+from .._base.models import THROTTLED, RetryEvent
+from .._base.validate import (
     check_callable,
     check_hooks,
     check_instance,
@@ -47,13 +47,13 @@ from .._leaves.validate import (
     check_seconds,
     check_statuses,
 )
-from .._meaning.observe import Observer
+from .._policy.observe import Observer
 from .._wire.http import normalise, origin as origin_of
 from .seam import FIRST, RETRY, AttemptKind, CallView, Guard, Refusal
 
 if TYPE_CHECKING:
-    from .._leaves.flavour import Request
-    from .._meaning.rules import Outcome
+    from .._base.flavour import Request
+    from .._policy.rules import Outcome
 
 __all__ = ["AdaptiveThrottle", "ThrottleGuard"]
 

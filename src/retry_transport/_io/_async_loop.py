@@ -21,8 +21,8 @@ from ._common import _Common
 from .bodies import abuffer, noted
 
 if TYPE_CHECKING:
+    from .._base.flavour import Request, Response
     from .._call.core import RetryCall
-    from .._leaves.flavour import Request, Response
     from .hedge_loops import AsyncHedger
 
 __all__ = ["AsyncLoop"]

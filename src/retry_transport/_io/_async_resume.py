@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._base.flavour import Flavour, Response
     from .._call.resumption import Resumption
-    from .._leaves.flavour import Flavour, Response
 
 __all__ = ["AsyncResuming", "async_resuming"]
 

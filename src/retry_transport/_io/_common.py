@@ -15,12 +15,12 @@ from .._call.hedged_call import HedgedCall
 from .._wire.http import normalise
 
 if TYPE_CHECKING:
+    from .._base.flavour import Flavour, Request
+    from .._base.models import RetryStats
     from .._call.controller import Controller
     from .._call.latency import LatencySummary
     from .._guards.budget import RetryBudget
-    from .._leaves.flavour import Flavour, Request
-    from .._leaves.models import RetryStats
-    from .._meaning.policy import RetryPolicy
+    from .._policy.policy import RetryPolicy
 
 __all__ = ["_PUBLIC", "_Common", "_check_request"]
 

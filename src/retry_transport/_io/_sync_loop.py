@@ -23,8 +23,8 @@ from ._common import _Common
 from .bodies import buffer, noted
 
 if TYPE_CHECKING:
+    from .._base.flavour import Request, Response
     from .._call.core import RetryCall
-    from .._leaves.flavour import Request, Response
     from .hedge_loops import SyncHedger
 
 __all__ = ["SyncLoop"]

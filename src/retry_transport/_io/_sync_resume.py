@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._base.flavour import Flavour, Response
     from .._call.resumption import Resumption
-    from .._leaves.flavour import Flavour, Response
 
 __all__ = ["SyncResuming", "sync_resuming"]
 

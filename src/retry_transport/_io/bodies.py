@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import anyio
 
+from .._base.flavour import Flavour, Response
 from .._call.core import DRAIN_MAX_SECONDS
 from .._call.hints import BodyHint
-from .._leaves.flavour import Flavour, Response
 
 __all__ = ["abuffer", "aclose", "adrain", "buffer", "drain", "noted"]
 

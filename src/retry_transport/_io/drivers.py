@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
 
+from .._base.flavour import Flavour, Request, Response
 from .._call.controller import Controller
 from .._call.hedged_call import HedgedCall
 from .._call.hedging import Hedging
@@ -38,9 +39,8 @@ from .._call.options import (
 from .._call.resume import Resume
 from .._guards.breaker import CircuitBreaker
 from .._guards.throttle import AdaptiveThrottle
-from .._leaves.flavour import Flavour, Request, Response
-from .._meaning.observe import RetryHook
-from .._meaning.policy import RetryPolicy
+from .._policy.observe import RetryHook
+from .._policy.policy import RetryPolicy
 from .._stores.memory import MemoryStore
 from ._async_loop import AsyncLoop
 from ._common import _PUBLIC, _check_request
@@ -213,7 +213,7 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
                 credentials, representation metadata, negotiation, request context,
                 caching, conditions: ``Content-Length``, ``Host``, ``Authorization``...;
                 the list and its RFC 9110, 9111 and 9112 sections:
-                ``retry_transport._leaves.validate.HTTP_FIELDS``).
+                ``retry_transport._base.validate.HTTP_FIELDS``).
             deadline_header: a header name (such as ``"x-request-deadline-ms"``): when a
                 deadline applies to the request (the policy's ``deadline``, an ambient
                 :class:`deadline`, or both), every attempt carries the whole milliseconds

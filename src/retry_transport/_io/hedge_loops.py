@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 import anyio.lowlevel
 
+from .._base.flavour import Flavour, Response
+from .._base.fork import track
 from .._call.hedged_call import HedgedCall, Slot, hedgeable
-from .._leaves.flavour import Flavour, Response
-from .._leaves.fork import track
 from .._wire.http import origin as origin_of
 
 if TYPE_CHECKING:
+    from .._base.flavour import Request
     from .._call.controller import Controller
     from .._call.hedging import Hedging
-    from .._leaves.flavour import Request
 
 __all__ = ["HEDGE_WORKERS", "AsyncHedger", "SyncHedger", "Workers", "sync_try"]
 

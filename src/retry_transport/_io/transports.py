@@ -3,7 +3,7 @@ and the errors they raise.
 
 The drivers are written once (``_io/drivers.py``); these classes bind them to httpx: they are
 ``httpx.BaseTransport`` / ``httpx.AsyncBaseTransport`` subclasses, and classify httpx's own
-exceptions. The errors are made from httpx by ``_leaves/errors.py``. ``retry_transport.httpx2``
+exceptions. The errors are made from httpx by ``_base/errors.py``. ``retry_transport.httpx2``
 binds the same drivers and errors to httpx2.
 """
 
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Final
 
 import httpx
 
-from .._leaves.errors import (
+from .._base.errors import (
     CircuitOpenErrorBase,
     CooldownErrorBase,
     DeadlineExceededBase,
     ThrottledErrorBase,
     errors_of,
 )
-from .._leaves.flavour import Flavour
+from .._base.flavour import Flavour
 from .drivers import AsyncRetry, SyncRetry
 
 __all__ = [

@@ -44,9 +44,9 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, Protocol, TypeVar
 from urllib.parse import unquote_plus, urlsplit
 
-from .._leaves.counting import PRUNE_AT, next_prune_at
-from .._leaves.fork import track
-from .._leaves.validate import check_callable, check_seconds
+from .._base.counting import PRUNE_AT, next_prune_at
+from .._base.fork import track
+from .._base.validate import check_callable, check_seconds
 
 __all__ = [
     "BreakerMember", "CooldownMember", "Election", "Event", "EventKind", "MemoryStore",

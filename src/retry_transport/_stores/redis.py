@@ -30,8 +30,8 @@ from collections.abc import Callable
 from typing import Any, Final, cast
 from urllib.parse import unquote, urlsplit
 
-from .._leaves.counting import counter
-from .._leaves.validate import check_seconds
+from .._base.counting import counter
+from .._base.validate import check_seconds
 from . import memory as _store
 from .memory import Election, EventKind, MemoryStore, Outbox, shown_url, well_formed
 

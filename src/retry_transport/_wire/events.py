@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._leaves.validate import MAX_SECONDS
+from .._base.validate import MAX_SECONDS
 
 __all__ = ["BOM", "EventScanner", "MAX_RETRY_MS"]
 

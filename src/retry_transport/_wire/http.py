@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from .._leaves.flavour import URL, Flavour, Response
-from .._leaves.models import RetryInfo
+from .._base.flavour import URL, Flavour, Response
+from .._base.models import RetryInfo
 
 __all__ = [
     "add_note",

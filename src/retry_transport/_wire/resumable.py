@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from .._leaves.flavour import Response
+from .._base.flavour import Response
 from .http import count, header
 
 __all__ = ["Ranges", "content_range", "encoding", "is_event_stream", "plan"]

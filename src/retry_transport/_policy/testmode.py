@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._leaves import fork as _fork
+from .._base import fork as _fork
 from .policy import RetryPolicy
 
 __all__ = ["TestingLog", "active", "close_block", "open_block"]

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
-from .._leaves.validate import MAX_SECONDS, is_number, is_real
+from .._base.validate import MAX_SECONDS, is_number, is_real
 
 __all__ = ["Scope", "current", "deadline", "fresh", "time_left"]
 

@@ -16,11 +16,11 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
-from .._leaves.counting import PRUNE_AT, next_prune_at
-from .._leaves.errors import LayeredRetriesWarning
-from .._leaves.flavour import Request
-from .._leaves.fork import track
-from .._leaves.models import (
+from .._base.counting import PRUNE_AT, next_prune_at
+from .._base.errors import LayeredRetriesWarning
+from .._base.flavour import Request
+from .._base.fork import track
+from .._base.models import (
     CIRCUIT_OPEN,
     CLOSED,
     DISABLED,

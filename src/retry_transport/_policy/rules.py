@@ -37,8 +37,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple, cast
 
-from .._leaves.flavour import Flavour, Response
-from .._leaves.models import (
+from .._base.flavour import Flavour, Response
+from .._base.models import (
     BODY_NOT_REPLAYABLE,
     DISABLED,
     MAX_ATTEMPTS,

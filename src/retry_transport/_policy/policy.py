@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NoReturn, get_args
 
-from .._leaves.validate import (
+from .._base.validate import (
     HTTP_FIELDS,
     TOKEN,
     check_count,
@@ -101,7 +101,7 @@ class RetryPolicy:
             it for reasons of their own: framing, routing, credentials, representation
             metadata, negotiation, request context, caching and conditions
             (``Content-Type``, ``Authorization``, ``Accept``, ``User-Agent``...; the list,
-            from RFC 9110, 9111 and 9112: ``retry_transport._leaves.validate.HTTP_FIELDS``).
+            from RFC 9110, 9111 and 9112: ``retry_transport._base.validate.HTTP_FIELDS``).
         base_delay: the first backoff step, seconds. Default 0.1.
         max_delay: the largest backoff, seconds, at least ``base_delay`` (a smaller one
             raises ``ValueError`` naming both). Default 20.0.

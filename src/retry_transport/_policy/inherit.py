@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Final, cast
 
-from .._leaves.errors import DeadlineExceededBase
-from .._leaves.validate import (
+from .._base.errors import DeadlineExceededBase
+from .._base.validate import (
     ATTEMPT_HEADER_REFUSED,
     MAX_SECONDS,
     check_header_name,

@@ -1,4 +1,4 @@
-"""The leaves: what every tier uses, importing nothing from outside this folder.
+"""The base every tier stands on, importing nothing from outside this folder.
 
 ``fork`` (locks renewed in a forked child), ``validate`` (the checks of arguments),
 ``models`` (``RetryInfo``, ``Attempt``, ``StopReason``, events and stats), ``flavour`` (what
