@@ -62,14 +62,18 @@ closed, over ``httpx.MockTransport`` answering 200 unless said:
 - ``floor``: the least any retry layer must do, a transport of this script's own: it calls
   the inner transport, looks the status up in a set and attaches a shared metadata object
   to ``response.extensions``;
-- ``async-bare``, ``async-defaults``, ``async-hedging``: ``handle_async_request`` on an
-  async MockTransport and an ``AsyncRetryTransport`` over it (defaults; ``Hedging(0.05)``),
-  awaited in a loop under ``asyncio.run``; ``async-bare`` is their baseline;
-- ``retry-bare``, ``retry``, ``httpx-retries-retry``: one retry decided. The mock answers
-  503 and 200 alternately, so a request makes two attempts; the baseline is two bare
-  requests (the 503 closed). ``RetryTransport(mock, sleep=...)``, its defaults otherwise,
-  waits through a function that returns at once; httpx-retries (``total=2``) through a
-  ``Retry`` subclass whose ``sleep`` returns at once (it would call ``time.sleep(0)``).
+- ``async-bare``, ``async-defaults``, ``async-breaker``, ``async-throttle``,
+  ``async-hedging``: ``handle_async_request`` on an async MockTransport and an
+  ``AsyncRetryTransport`` over it (as the sync arms of the same names), awaited in a loop
+  under ``asyncio.run``; ``async-bare`` is their baseline;
+- ``retry-bare``, ``retry``, ``retry-nobudget``, ``httpx-retries-retry``: one retry
+  decided. The mock answers 503 and 200 alternately, so a request makes two attempts; the
+  baseline is two bare requests (the 503 closed). ``RetryTransport(mock, sleep=...)``, its
+  defaults otherwise (``budget=None`` too for ``retry-nobudget``), waits through a function
+  that returns at once; httpx-retries (``total=2``) through a ``Retry`` subclass whose
+  ``sleep`` returns at once (it would call ``time.sleep(0)``);
+- ``async-retry-bare``, ``async-retry``, ``async-retry-nobudget``: the same on the async
+  transport, waiting through an async function that returns at once.
 
 The ratio column is an arm's overhead over httpx-retries' overhead: success arms (sync and
 async) against its sync success arm, the retry arm against its retry arm.
@@ -159,10 +163,21 @@ ARMS: tuple[ArmSpec, ...] = (
     ArmSpec("retry-bare", "two bare requests (503, 200)", None, None),
     ArmSpec("httpx-retries-retry", "httpx-retries, one retry", "retry-bare", None),
     ArmSpec("retry", "RetryTransport(), one retry", "retry-bare", "httpx-retries-retry"),
+    ArmSpec("retry-nobudget", "RetryTransport(budget=None), one retry", "retry-bare",
+            "httpx-retries-retry"),
+    ArmSpec("async-breaker", "async: CircuitBreaker() + MemoryStore(), success", "async-bare",
+            "httpx-retries"),
+    ArmSpec("async-throttle", "async: AdaptiveThrottle(), success", "async-bare",
+            "httpx-retries"),
+    ArmSpec("async-retry-bare", "async: two bare requests (503, 200)", None, None),
+    ArmSpec("async-retry", "async: AsyncRetryTransport(), one retry", "async-retry-bare",
+            "httpx-retries-retry"),
+    ArmSpec("async-retry-nobudget", "async: AsyncRetryTransport(budget=None), one retry",
+            "async-retry-bare", "httpx-retries-retry"),
 )
 SPECS = {spec.name: spec for spec in ARMS}
 PURE = frozenset({"bare", "httpx-retries", "floor", "async-bare", "retry-bare",
-                  "httpx-retries-retry"})
+                  "httpx-retries-retry", "async-retry-bare"})
 
 
 # -- the child: runs under callgrind, one process per tree ------------------------------------
@@ -194,7 +209,18 @@ async def _async_loop(handle: Callable[[Any], Awaitable[Any]], request: Any, n: 
         await (await handle(request)).aclose()
 
 
+async def _async_pair_loop(handle: Callable[[Any], Awaitable[Any]], request: Any,
+                           n: int) -> None:
+    for _ in range(n):
+        await (await handle(request)).aclose()  # the 503, closed as a retry layer closes it
+        await (await handle(request)).aclose()
+
+
 def _no_sleep(seconds: float) -> None:
+    return None
+
+
+async def _async_no_sleep(seconds: float) -> None:
     return None
 
 
@@ -213,18 +239,13 @@ class Handler:
         return self.response(503 if self.alternate and self.calls % 2 else 200)
 
 
-class AsyncHandler:
-    """The async MockTransport's handler: 200; counts its calls."""
+class AsyncHandler(Handler):
+    """The async MockTransport's handler: 200, or 503 and 200 alternately; counts its
+    calls."""
 
-    def __init__(self) -> None:
-        import httpx
-
-        self.calls = 0
-        self.response = httpx.Response
-
-    async def __call__(self, request: Any) -> Any:
+    async def __call__(self, request: Any) -> Any:  # type: ignore[override]
         self.calls += 1
-        return self.response(200)
+        return self.response(503 if self.alternate and self.calls % 2 else 200)
 
 
 @dataclass(frozen=True)
@@ -330,7 +351,8 @@ def _build_sync(name: str) -> Built:
 
     rt = _package(name)
     request = httpx.Request("GET", "https://api.example.com/items")
-    handler = Handler(alternate=name in ("retry-bare", "retry", "httpx-retries-retry"))
+    handler = Handler(alternate=name in ("retry-bare", "retry", "retry-nobudget",
+                                        "httpx-retries-retry"))
     mock = httpx.MockTransport(handler)
     transport: Any
     loop: Callable[[Callable[[Any], Any], Any, int], None] = _fresh(_loop)
@@ -357,6 +379,8 @@ def _build_sync(name: str) -> Built:
             transport, loop, attempts = mock, _fresh(_pair_loop), 2
         elif name == "retry":
             transport, attempts = rt.RetryTransport(mock, sleep=_no_sleep), 2
+        elif name == "retry-nobudget":
+            transport, attempts = rt.RetryTransport(mock, sleep=_no_sleep, budget=None), 2
         elif name == "httpx-retries-retry":
             hr = _httpx_retries()
 
@@ -380,24 +404,40 @@ def _build_async(name: str) -> Built:
 
     rt = _package(name)
     request = httpx.Request("GET", "https://api.example.com/items")
-    handler = AsyncHandler()
+    handler = AsyncHandler(alternate="retry" in name)
     mock = httpx.MockTransport(handler)
     transport: Any
+    loop: Callable[[Callable[[Any], Awaitable[Any]], Any, int], Awaitable[None]]
+    loop = _fresh(_async_loop)
+    attempts = 1
     try:
         if name == "async-bare":
             transport = mock
         elif name == "async-defaults":
             transport = rt.AsyncRetryTransport(mock)
+        elif name == "async-breaker":
+            store = rt.MemoryStore()
+            transport = rt.AsyncRetryTransport(mock, store=store,
+                                               breaker=rt.CircuitBreaker(store=store))
+        elif name == "async-throttle":
+            transport = rt.AsyncRetryTransport(mock, throttle=rt.AdaptiveThrottle())
         elif name == "async-hedging":
             transport = rt.AsyncRetryTransport(mock, hedging=rt.Hedging(0.05))
+        elif name == "async-retry-bare":
+            transport, loop, attempts = mock, _fresh(_async_pair_loop), 2
+        elif name == "async-retry":
+            transport = rt.AsyncRetryTransport(mock, sleep=_async_no_sleep)
+            attempts = 2
+        elif name == "async-retry-nobudget":
+            transport = rt.AsyncRetryTransport(mock, sleep=_async_no_sleep, budget=None)
+            attempts = 2
         else:
             raise ValueError(name)
     except (AttributeError, TypeError) as error:
         raise Missing(f"{type(error).__name__}: {error}") from error
-    loop = _fresh(_async_loop)
     handle = transport.handle_async_request
     return Built(arun=lambda n: loop(handle, request, n), calls=lambda: handler.calls,
-                 close=transport.aclose)
+                 attempts=attempts, close=transport.aclose)
 
 
 def _httpx_retries() -> Any:
