@@ -23,10 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "retry_transport" / "_io" / "_async_loop.py"
 TARGET = SOURCE.with_name("_sync_loop.py")
-RESUME = SOURCE.with_name("_async_resume.py")
-#: Every (source, generated file) pair.
-PAIRS: tuple[tuple[Path, Path], ...] = ((SOURCE, TARGET),
-                                        (RESUME, RESUME.with_name("_sync_resume.py")))
+#: Every (source, generated file) pair: each ``_async_*.py`` beside ``SOURCE`` and its
+#: ``_sync_*.py`` twin.
+PAIRS: tuple[tuple[Path, Path], ...] = tuple(
+    (source, source.with_name("_sync_" + source.name.removeprefix("_async_")))
+    for source in sorted(SOURCE.parent.glob("_async_*.py")))
 COMMAND = "python scripts/unasync.py"
 
 #: The token replacements, in order: (regular expression, replacement). Names are matched
@@ -36,6 +37,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     (r"\bawait ", ""),
     (r"\bhandle_async_request\b", "handle_request"),
     (r"\bAsyncLoop\b", "SyncLoop"),
+    (r"\bAsyncHedgingLoop\b", "SyncHedgingLoop"),
     (r"\bAsyncHedger\b", "SyncHedger"),
     (r"\bAsyncRetryTransport\b", "RetryTransport"),
     (r"\babuffer\b", "buffer"),
@@ -47,6 +49,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     (r"\basync_byte_stream\b", "sync_byte_stream"),
     (r"\basync_resuming\b", "sync_resuming"),
     (r"from \._async_loop import", "from ._sync_loop import"),
+    (r"from \._async_hedging import", "from ._sync_hedging import"),
     (r"from \._async_resume import", "from ._sync_resume import"),
 )
 

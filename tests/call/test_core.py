@@ -64,8 +64,10 @@ def controller(policy: RetryPolicy | None = None, **options: Any) -> Controller:
     values = {spec.name: spec.default for spec in Settings.__dataclass_fields__.values()}
     values.update({"budget": None, "cooldown": False, "rng": random.Random(0), **options})
     clock = values.pop("clock", None) or Clock()
-    return Controller(policy or RetryPolicy(), flavour=HTTPX,
-                      settings=Settings.checked({**values, "clock": None}), clock=clock)
+    control = Controller(policy or RetryPolicy(), flavour=HTTPX,
+                         settings=Settings.checked({**values, "clock": None}), clock=clock)
+    control.quick.opened()  # as a driver opens it once its first request is checked
+    return control
 
 
 #: In a list of answers: the transport is closed before the next attempt.
@@ -78,7 +80,7 @@ def run(control: Controller, request: Request, answers: list[Any]) -> Any:
     call: RetryCall | None = None
     stream = request.stream
     try:
-        if not control.quick.counted_first(request):
+        if control.quick.first(request) is None:
             call = RetryCall(control, request)
         while True:
             if answers and answers[0] is CLOSE:
@@ -249,11 +251,12 @@ def with_guards(*guards: Guard) -> Controller:
     control.guards = tuple(guards)
     control.vetoes = tuple(i for i, g in enumerate(guards) if g.reason is not None)
     quick = control.quick
-    control.quick = QuickPath(control.guards, control.policy, sends_as_is=quick.sends_as_is,
+    control.quick = QuickPath(control.guards, control.policy, sends_as_is=quick._as_is,
                               reads_quotas=quick.reads_quotas, requests=control.request_counter,
-                              final_pairs=control.final_pairs, final=control.final,
-                              observer=control.observer, clock=control.clock)
-    control.quick.may_wake = tuple(guards)  # a spy's quiet is set on the instance
+                              sample=quick._sample, final_pairs=control.final_pairs,
+                              final=control.final, observer=control.observer,
+                              clock=control.clock)
+    control.quick.opened()
     return control
 
 
@@ -359,16 +362,16 @@ def test_a_failure_an_sdk_may_retry_turns_the_watch_on(answers: list[Any]) -> No
     control = controller()
     quick = control.quick
     run(control, sdk_request(None), list(answers))  # no SDK above: nothing to look for
-    assert quick.sends_as_is
+    assert quick.open
     run(control, sdk_request("0"), list(answers))
-    assert not quick.sends_as_is
+    assert not quick.open
     with pytest.warns(LayeredRetriesWarning, match="x-stainless-retry-count: 1"):
         assert run(control, sdk_request("1"), [Response(200)]).status_code == 200
     assert control.observer.layered
     run(control, sdk_request("2"), [Response(200)])  # warned once: no more reading
-    assert quick.sends_as_is
+    assert quick.open
     run(control, sdk_request("0"), list(answers))
-    assert quick.sends_as_is
+    assert quick.open
 
 
 def test_the_watch_ends_with_its_window() -> None:
@@ -379,10 +382,10 @@ def test_the_watch_ends_with_its_window() -> None:
     run(control, sdk_request("0"), [Response(409)])
     clock.now += SDK_RETRY_WINDOW - 0.001
     run(control, sdk_request("0"), [Response(200)])
-    assert not control.quick.sends_as_is
+    assert not control.quick.open
     clock.now += 0.001
     run(control, sdk_request("1"), [Response(200)])  # no warning: the suite would raise it
-    assert control.quick.sends_as_is and not control.observer.layered
+    assert control.quick.open and not control.observer.layered
 
 
 def test_without_a_quick_path_every_request_is_read_as_it_starts() -> None:
@@ -392,4 +395,4 @@ def test_without_a_quick_path_every_request_is_read_as_it_starts() -> None:
     with pytest.warns(LayeredRetriesWarning):
         run(control, sdk_request("1"), [Response(200)])
     run(control, sdk_request("0"), [Response(409)])
-    assert not control.quick.sends_as_is and control.observer.layered
+    assert not control.quick.open and control.observer.layered

@@ -36,6 +36,8 @@ def test_a_stale_sync_loop_fails_the_check(unasync: dict[str, Any], tmp_path: Pa
     stale = tmp_path / target.name
     stale.write_text(edited, encoding="utf-8")
     diff = check(source, stale)
-    assert "-                    await self._pause(wait, closes)" in diff
-    assert "+                    self._pause(wait, closes)" in diff
+    line = next(line for line in text.splitlines() if "self._pause(wait, closes)" in line)
+    indent = line[: len(line) - len(line.lstrip())]
+    assert f"-{indent}await self._pause(wait, closes)" in diff
+    assert f"+{indent}self._pause(wait, closes)" in diff
     assert check(source, tmp_path / "missing.py") != ""  # no file at all is stale too

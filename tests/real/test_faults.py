@@ -67,6 +67,7 @@ CANCELLED = 600
 CONCURRENCY = 6
 CANCEL_DELAY = (0.0, 0.030)
 CANCEL_LIMIT = (0.001, 0.040)
+UNCUT_LIMIT = 10.0
 SEED = 20240611
 BUSY = (0.001, 0.002)
 
@@ -573,7 +574,10 @@ async def cancellation_run(url: str, cut: str) -> tuple[Counter[str], list[str],
     how they ended, what was wrong with any of them, and the hedges sent."""
     draw = random.Random(SEED)
     plans = [(draw.uniform(*CANCEL_DELAY), draw.uniform(*CANCEL_LIMIT))
-             for _ in range(CANCELLED)]
+             for _ in range(CANCELLED - CONCURRENCY)]
+    # ... and a last few answered at once with time to spare, so that a response is seen
+    # however loaded the machine (there, every cut may come before its answer).
+    plans += [(0.0, UNCUT_LIMIT)] * CONCURRENCY
     # No budget: its tokens would run out on the losing hedges, and later requests go
     # unhedged.
     transport = rt.AsyncRetryTransport(hedging=rt.Hedging(0.005), budget=None)

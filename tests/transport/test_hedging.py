@@ -476,8 +476,9 @@ def test_a_sync_request_interrupted_leaves_no_answer_open(
     first reading of the clock: a transport times one attempt in eight, not the first), or
     once a hedge is sent (its ``hedge`` event), of a quick request or of one that is not
     plain (a deadline): every answer that comes after it is closed, no worker dies, and
-    the transport hedges again."""
-    server = Server("sync", [("hold", 200), ("hold", 200), 200, 200])
+    the transport hedges again. (A first request, answered at once, opens the transport's
+    quick path: its first request goes by a call.)"""
+    server = Server("sync", [200, ("hold", 200), ("hold", 200), 200, 200])
     caller = threading.current_thread()
     armed = threading.Event()
 
@@ -494,6 +495,7 @@ def test_a_sync_request_interrupted_leaves_no_answer_open(
 
     transport = rt.RetryTransport(httpx.MockTransport(server.handler()), clock=clock,
                                   hedging=rt.Hedging(DELAY), hooks=[hook])
+    transport.handle_request(httpx.Request("GET", URL)).close()
     armed.set()
     with pytest.raises(Interrupt):
         if where == "a dressed hedge sent":
@@ -506,8 +508,8 @@ def test_a_sync_request_interrupted_leaves_no_answer_open(
     assert response.status_code == 200
     response.close()
     transport.close()  # waits for the workers
-    sent = len(server.seen)  # the interrupted request's attempts, and the next one's
-    assert sent == (2 if where == "the delay's end" else 3)
+    sent = len(server.seen)  # the first, the interrupted request's attempts, the next one's
+    assert sent == (3 if where == "the delay's end" else 4)
     assert sorted(server.closed) == list(range(1, sent + 1))
     assert thread_deaths == []
 

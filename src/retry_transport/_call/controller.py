@@ -31,7 +31,7 @@ from .._policy.policy import RetryPolicy
 from .._policy.rules import ORDER, Outcome, final
 from .hedging import Delays
 from .latency import LatencyTable
-from .quick import QuickPath
+from .quick import SAMPLE_MASK, QuickPath
 
 if TYPE_CHECKING:
     from .options import Settings
@@ -46,14 +46,15 @@ LATENCY_SAMPLE: Final = 0.125
 #: The sample is a pattern of this many draws, seeded (the same attempts are timed in every
 #: run), gone through in a cycle: one C call per attempt decides. A request pattern aliases
 #: with it only if its period is a multiple of this.
-_PATTERN: Final = 4096
+_PATTERN: Final = SAMPLE_MASK + 1
 _SAMPLE_SEED: Final = 0x1A7E
 
 
 @functools.cache
 def _pattern(share: float) -> tuple[bool, ...]:
-    """Which of the seeded draws time an attempt, made once per share and process: each
-    transport goes through the pattern from its start."""
+    """Which of the seeded draws time an attempt, made once per share and process: the
+    quick path reads it at each request's count (``QuickPath.first``), the attempts of
+    calls go through it from the transport's start (:func:`timings`)."""
     draw = random.Random(_SAMPLE_SEED).random
     return tuple(draw() < share for _ in range(_PATTERN))
 
@@ -96,8 +97,8 @@ class Controller:
         #: hedging delay; else a random ``LATENCY_SAMPLE`` of them).
         self.latency = LatencyTable(clock)
         hedging = self.hedging
-        self.timed = timings(LATENCY_SAMPLE if hedging is None or hedging.quantile is None
-                             else 1.0)
+        share = LATENCY_SAMPLE if hedging is None or hedging.quantile is None else 1.0
+        self.timed = timings(share)
         #: Whether requests get headers added (``From``, an idempotency key).
         self.prepares = self.contact is not None or self.auto_idempotency_key
         hooks = settings.hooks
@@ -144,8 +145,9 @@ class Controller:
                     and policy.deadline is None and not policy.retry_body_errors
                     and self.resume is None),
             reads_quotas=cooldown and policy.respect_rate_limits,
-            requests=self.request_counter, final_pairs=self.final_pairs, final=self.final,
-            observer=self.observer, clock=clock)
+            requests=self.request_counter, sample=_pattern(share),
+            final_pairs=self.final_pairs, final=self.final, observer=self.observer,
+            clock=clock)
 
     def prepare(self, request: Request, policy: RetryPolicy) -> None:
         """Add the headers a polite client sends: ``From`` and an idempotency key."""

@@ -123,8 +123,8 @@ class RetryCall(TimeLeft):
     The tickets of the attempt in flight are its attempt record; each attempt gets its own.
     """
 
-    __slots__ = ("_closes", "_controller", "_origin", "_progress", "_stream", "_tickets",
-                 "enabled", "policy", "ready", "request", "testing", "wait")
+    __slots__ = ("_controller", "_origin", "_progress", "_tickets", "closes", "enabled",
+                 "policy", "ready", "request", "stream", "testing", "wait")
 
     #: Whether the first try is hedged (``_hedged_call.HedgedCall``).
     hedged = False
@@ -147,10 +147,10 @@ class RetryCall(TimeLeft):
         self.request = request
         # The transport's close count when the request began: after another close, no
         # attempt of this request starts.
-        self._closes = controller.closes if closes is None else closes
+        self.closes = controller.closes if closes is None else closes
         # The body as it is before the first attempt: whether it can be sent again is
         # judged from this stream, whatever the inner transport does to the request.
-        self._stream = stream if quick else request.stream
+        self.stream = stream if quick else request.stream
         self._progress: _Progress | None = None
         self._origin: str | None = None
         # The attempt in flight's record: (guard, ticket) for each guard that gave one.
@@ -195,7 +195,7 @@ class RetryCall(TimeLeft):
                 self._tickets = _NO_TICKETS
                 self._check_deadline(progress)
         if testing is None:
-            for guard in controller.quick.may_wake:
+            for guard in controller.quick.wakers:
                 if not guard.idle and not guard.idle_for(request):
                     self._tickets = _NO_TICKETS
                     self.wait = self._admit(FIRST)
@@ -314,7 +314,7 @@ class RetryCall(TimeLeft):
             if header is not None:
                 request.headers[header] = "1"
             return request
-        if controller.closes != self._closes:
+        if controller.closes != self.closes:
             self._closed(progress)
         retry = len(progress.history) + 1 if progress.history else 0
         left = self._check_deadline(progress)
@@ -336,7 +336,7 @@ class RetryCall(TimeLeft):
     def check_open(self) -> None:
         """Raise the flavour's ``TransportError`` (nothing sent) if the transport was closed
         since the request began."""
-        if self._controller.closes != self._closes:
+        if self._controller.closes != self.closes:
             self._closed(self._state())
 
     def _label_attempt(self, request: Request, number: int, left: float | None,
@@ -490,7 +490,7 @@ class RetryCall(TimeLeft):
         request = self.request
         attempt = len(progress.history) + 1
         reason = may_retry(outcome, policy, self.enabled, request.method, request.headers,
-                           self._stream, controller.flavour, attempt)
+                           self.stream, controller.flavour, attempt)
         wait = backoff = 0.0
         paid: list[object] | None = None
         if reason is None:

@@ -139,7 +139,7 @@ class HedgedCall(RetryCall):
         slots = self._slots
         if (self._stopped or len(slots) >= self.policy.max_attempts
                 or self.running >= self.hedging.max_attempts
-                or self._controller.closes != self._closes):  # closed: nothing starts
+                or self._controller.closes != self.closes):  # closed: nothing starts
             return None
         progress = self._state()
         left = self._left(progress)

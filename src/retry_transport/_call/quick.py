@@ -2,17 +2,36 @@
 
 For them the drivers make no :class:`~._call.core.RetryCall`: the transport's
 :class:`QuickPath` says whether the first attempt goes as it is, counting the request when
-so (:meth:`QuickPath.counted_first`), and whether what came back ends the request
-(:meth:`QuickPath.ends`). Anything else (an error, a response that is not final at once) is
-handed to ``RetryCall(controller, request, quick=True)``, which takes over from that outcome.
+so (:meth:`QuickPath.first`, which also says whether to time it), and whether what came
+back ends the request (:meth:`QuickPath.ends`). Anything else (an error, a response that
+is not final at once) is handed to ``RetryCall(controller, request, quick=True)``, which
+takes over from that outcome.
+
+**Built for the configuration.** What a success checks is chosen once, when the transport
+is built, from what it has: ``first`` and ``ends`` are bound to the variant that checks
+only that. A transport whose guards can never stop being idle (no guard, or only the
+budget) does not look at them before the first attempt; one that reads no header of a
+final answer (no rate-limit quotas read, no server's verdict) does not scan them; one with
+nothing to count or settle on a success does not loop over an empty tuple. Settings that
+keep every first attempt off the quick path (a deadline, a header to add, a body to read,
+resumable bodies) leave it closed for good: ``first`` answers ``None`` at once.
+
+**Timing.** Each origin's latency is recorded for a random ``LATENCY_SAMPLE`` of the
+attempts (every attempt when a percentile of it sets the hedging delay). The quick path
+draws the sample from the request's own count: ``first`` answers with the seeded pattern's
+value at that count, so that deciding whether to time a request costs one look-up.
+
+**Closed, then open.** The quick path opens after the transport's first request, whose
+library is checked on its call's way (a request of the other HTTP library is refused there,
+never on the quick path).
 
 An SDK that retries above the transport (``x-stainless-retry-count``) is looked for without
 a header read on the quick path: an SDK retries only what the transport handed back, a
 failure. So a failure handed back for a request that carries the SDK's count turns the quick
 path's watch on (:meth:`QuickPath.failed`): for ``SDK_RETRY_WINDOW`` seconds, each request's
-count is read as it starts (``sends_as_is`` is off meanwhile, which the quick path reads
-anyway), until one shows the SDK's retry or the window ends. A request the quick path does
-not send as it is has its count read as its call starts (``RetryCall``).
+count is read as it starts: the quick path is closed meanwhile (which ``first`` reads
+anyway), so each request goes by its call, which reads the count as it starts
+(``RetryCall``), until one shows the SDK's retry or the window ends.
 """
 
 from __future__ import annotations
@@ -26,23 +45,27 @@ from .._policy import testmode
 from .._policy.deadlines import current as ambient_scope
 from .._policy.observe import SDK_RETRY_WINDOW, Observer, sdk_retry_count
 from .._policy.policy import RetryPolicy
-from .._policy.rules import Outcome, final_at_once
+from .._policy.rules import Outcome, never_final_at_once, signal_free
 from .._wire.http import attach
 
-__all__ = ["QuickPath"]
+__all__ = ["SAMPLE_MASK", "QuickPath"]
+
+#: The sample pattern's length less one: a power of two, so a count is reduced by a mask.
+SAMPLE_MASK = 4095
 
 
 class QuickPath:
     """What the quick path reads of a transport, gathered once when the transport is built:
     the guards' idle tickets and who settles them, and whether the transport's own settings
-    let a first attempt go as it is."""
+    let a first attempt go as it is. ``first`` and ``ends`` are the variants this
+    configuration needs (see the module)."""
 
-    __slots__ = ("_as_is", "_clock", "_final", "_final_pairs", "_observer", "_policy",
-                 "_requests", "_watch_until", "guards", "may_wake", "reads_quotas",
-                 "sends_as_is", "success_counts", "tickets", "uncounted")
+    __slots__ = ("_as_is", "_clock", "_final", "_final_pairs", "_never", "_observer",
+                 "_policy", "_requests", "_sample", "_watch_until", "counts", "ends", "first",
+                 "guards", "open", "reads_quotas", "settles", "tickets", "wakers")
 
     def __init__(self, guards: tuple[Guard, ...], policy: RetryPolicy, *, sends_as_is: bool,
-                 reads_quotas: bool, requests: Iterator[int],
+                 reads_quotas: bool, requests: Iterator[int], sample: tuple[bool, ...],
                  final_pairs: dict[int, tuple[RetryInfo, Outcome]],
                  final: Callable[[int], tuple[RetryInfo, Outcome]],
                  observer: Observer, clock: Callable[[], float]) -> None:
@@ -51,18 +74,19 @@ class QuickPath:
             (guard, guard.idle_ticket) for guard in guards if guard.idle_ticket is not None)
         #: The guards that give such a ticket, in admission order.
         self.guards: tuple[Guard, ...] = tuple(guard for guard, _ in self.tickets)
-        #: For a success at once: the guards' success_counts, and the guards without one.
-        self.success_counts: tuple[Callable[[], object], ...] = tuple(
+        #: For a success at once: the guards' ``count_success``, and the guards without one
+        #: (each settled with the request).
+        self.counts: tuple[Callable[[], object], ...] = tuple(
             guard.count_success for guard in self.guards if guard.count_success is not None)
-        self.uncounted: tuple[Guard, ...] = tuple(
+        self.settles: tuple[Guard, ...] = tuple(
             guard for guard in self.guards if guard.count_success is None)
         #: The guards that may stop being idle (a class-level ``idle = True`` never does).
-        self.may_wake: tuple[Guard, ...] = tuple(
+        self.wakers: tuple[Guard, ...] = tuple(
             guard for guard in guards if getattr(type(guard), "idle", None) is not True)
-        #: Whether the transport's settings let a first attempt go as it is: no header to
-        #: add, no deadline to clip timeouts by, no body to read before handing it over;
-        #: off too while the quick path watches for an SDK's retry (see the module).
-        self.sends_as_is = sends_as_is
+        #: Whether a first attempt may go as it is now: never with settings that keep it
+        #: off the quick path; not before the transport's first request, nor while the
+        #: quick path watches for an SDK's retry (see the module).
+        self.open = False
         self._as_is = sends_as_is  # the settings' own answer
         self._observer = observer
         self._clock = clock
@@ -71,44 +95,103 @@ class QuickPath:
         self.reads_quotas = reads_quotas
         self._policy = policy
         self._requests = requests
+        self._sample = sample
         self._final_pairs = final_pairs
         self._final = final
+        #: The statuses whose answer is never final at once (``never_final_at_once``).
+        self._never = never_final_at_once(policy, reads_quotas)
+        # The variants this configuration needs.
+        self.first: Callable[[Request], bool | None] = (
+            self._first_guarded if self.wakers else self._first)
+        self.ends: Callable[[Request, Response], bool] = (
+            self._ends_scanned if reads_quotas
+            else self._ends if self.counts or self.settles or self.guards
+            else self._ends_bare)
 
-    def counted_first(self, request: Request) -> bool:
-        """Whether ``request``'s first attempt goes as it is, the guards' idle tickets given
-        (the transport's own policy: no override, no testing mode, no ambient deadline;
-        every guard idle, or idle for this request); the request is counted when so."""
-        if not self.sends_as_is:
-            if not self._as_is:
-                return False
-            self._watch(request)  # a failure was handed back lately
-        if (
-            testmode.active is not None
-            or request.extensions.get("retry") is not None
-            or ambient_scope() is not None
-        ):
-            return False
-        for guard in self.may_wake:
+    def opened(self) -> None:
+        """The transport's first request was checked: the quick path opens, if the
+        settings let first attempts go as they are."""
+        self.open = self._as_is
+
+    # -- before the first attempt --------------------------------------------------------
+
+    def _first(self, request: Request) -> bool | None:
+        """Whether ``request``'s first attempt goes as it is (the transport's own policy: no
+        override, no testing mode, no ambient deadline), counted when so: ``None`` if not,
+        else whether to time it. No guard of this transport can stop being idle."""
+        if (not self.open or testmode.active is not None
+                or request.extensions.get("retry") is not None or ambient_scope() is not None):
+            return self._closed(request)
+        return self._sample[next(self._requests) & SAMPLE_MASK]
+
+    def _first_guarded(self, request: Request) -> bool | None:
+        """As :meth:`_first`, and every guard that may stop being idle is idle, or idle for
+        this request."""
+        if (not self.open or testmode.active is not None
+                or request.extensions.get("retry") is not None or ambient_scope() is not None):
+            return self._closed(request)
+        for guard in self.wakers:
             if not guard.idle and not guard.idle_for(request):
-                return False
-        next(self._requests)
+                return None
+        return self._sample[next(self._requests) & SAMPLE_MASK]
+
+    def _closed(self, request: Request) -> bool | None:
+        """:meth:`first` when a check failed: ``None``, unless the quick path was closed
+        only for the SDK's watch and the watch is over: it opens again, and the first
+        attempt is asked again. (While the watch lasts, each request goes by its call,
+        which reads the SDK's count as it starts.)"""
+        if self.open or not self._as_is or self._watch_until == 0.0:
+            return None  # closed by a check, by the settings, or before the first request
+        if self._observer.layered or self._clock() >= self._watch_until:
+            self._watch_until = 0.0
+            self.open = True  # nothing more to look for
+            return self.first(request)
+        return None
+
+    # -- after the first attempt ---------------------------------------------------------
+
+    def _ends(self, request: Request, response: Response) -> bool:
+        """After a quick first attempt: whether ``response`` ends the request at once (its
+        status alone says so here: no header of a final answer is read); if so, its
+        metadata is attached and the idle tickets are settled with its outcome."""
+        status = response.status_code
+        if status in self._never:
+            return False
+        return self._final_answer(request, response, status)
+
+    def _ends_scanned(self, request: Request, response: Response) -> bool:
+        """:meth:`_ends`, where a final answer's headers are read too (its rate-limit
+        quota)."""
+        status = response.status_code
+        if status in self._never or not signal_free(response):
+            return False
+        return self._final_answer(request, response, status)
+
+    def _ends_bare(self, request: Request, response: Response) -> bool:
+        """:meth:`_ends` with no guard's ticket to count or settle on any answer."""
+        status = response.status_code
+        if status in self._never:
+            return False
+        info = (self._final_pairs.get(status) or self._final(status))[0]
+        try:  # attach()'s usual case, without the call
+            response.extensions["retry"] = info
+        except TypeError:  # a mapping that cannot be written to: attach() replaces it
+            attach(response, info)
+        if status >= 400:
+            self.failed(request)
         return True
 
-    def ends(self, request: Request, response: Response) -> bool:
-        """After a quick first attempt: whether ``response`` ends the request at once; if
-        so, its metadata is attached and the idle tickets are settled with its outcome."""
-        status = response.status_code
-        if not final_at_once(response, status, self._policy, self.reads_quotas):
-            return False
+    def _final_answer(self, request: Request, response: Response, status: int) -> bool:
+        """``response`` ends the request: its metadata attached, the idle tickets settled."""
         info, outcome = self._final_pairs.get(status) or self._final(status)
         try:  # attach()'s usual case, without the call
             response.extensions["retry"] = info
         except TypeError:  # a mapping that cannot be written to: attach() replaces it
             attach(response, info)
         if outcome.success:
-            for count in self.success_counts:
+            for count in self.counts:
                 count()
-            for guard in self.uncounted:
+            for guard in self.settles:
                 guard.settle_idle(request, outcome)
         else:
             for guard in self.guards:
@@ -130,15 +213,6 @@ class QuickPath:
         if sdk_retry_count(request) is None:
             return  # no SDK's request: none of its retries to look for
         self._watch_until = self._clock() + SDK_RETRY_WINDOW
-        self.sends_as_is = False
+        self.open = False  # (two threads arming and ending a watch at once may lose a
+        # window, never the quick path: a watch left on ends with its window)
 
-    def _watch(self, request: Request) -> None:
-        """While the quick path watches: ``request``'s count told to the observer (which
-        warns once per transport), until the window is over or it has warned. (Two
-        threads arming and ending a watch at once may lose a window, never the quick
-        path: a watch left on ends with its window.)"""
-        observer = self._observer
-        if observer.layered or self._clock() >= self._watch_until:
-            self.sends_as_is = True  # nothing more to look for
-            return
-        observer.sdk_retries(request)

@@ -103,7 +103,7 @@ class Resumption:
         self._history: list[Attempt] = list(info.history)
         self.total_wait = info.total_wait
         self.resumes = 0
-        self.closes = call._closes
+        self.closes = call.closes
         self._previous = call.policy.base_delay  # the last backoff (decorrelated jitter)
         self._error: Exception | None = None  # the break being resumed
         self._attempt: int | str | None = None  # where the resumption in flight asked to go on

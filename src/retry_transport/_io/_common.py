@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .._base.models import RetryStats
     from .._call.controller import Controller
     from .._call.latency import LatencySummary
+    from .._call.quick import QuickPath
     from .._guards.budget import RetryBudget
     from .._policy.policy import RetryPolicy
 
@@ -50,15 +51,20 @@ def _check_request(flavour: Flavour, request: object, *, sync: bool) -> None:
 
 
 class _Common:
+    if TYPE_CHECKING:  # each driver's own (``drivers.py``)
+        def _first(self, request: Request) -> None: ...
+
     _controller: Controller
     _transport: Any
     _pooled: bool
     _flavour: ClassVar[Flavour]
     #: Whether this is the sync driver (the errors name the transport class to use).
     _sync: ClassVar[bool]
-    #: Whether no request was handled yet: the first one's library is checked, then this
-    #: is False, so the success path checks nothing.
+    #: Whether no request was checked yet: the first one goes by its call, which checks
+    #: its library (the quick path opens then), so the success path checks nothing.
     _untried: bool = True
+    #: The controller's quick path (``_call/quick.py``).
+    _quick: QuickPath
     #: The flavour's in-memory body class: a body of another is handed over streamed.
     _memory: type[Any]
     #: The clock attempts' latencies are timed with, and where they are recorded.
@@ -89,6 +95,12 @@ class _Common:
         return self._controller.latency.summary(normalise(url_or_origin))
 
     def _call(self, request: Request, closes: int) -> RetryCall:
+        """The call that decides ``request`` from its first attempt on (a request the quick
+        path does not send as it is). Before the transport's first request has been
+        checked, this one is (the driver's ``_first``), and the quick path opens."""
+        if self._untried:
+            self._first(request)
+            self._quick.opened()
         controller = self._controller
         if controller.hedging is not None:
             return HedgedCall(controller, request, controller.hedging, closes)

@@ -5,16 +5,21 @@
 replacements: ``await`` dropped, each async name replaced by its sync twin), which CI runs
 with ``--check`` so that the two cannot drift. Edit the source, then run the script.
 
+This is the loop of a transport without hedging: a first attempt on the quick path (see
+``_call/quick.py``), then, when its outcome is not final at once, the attempts of a
+:class:`~._call.core.RetryCall`. A transport with hedging runs ``_async_hedging.py``'s
+loop, which shares the call's attempts (:meth:`SyncLoop._attempts`) and the hand-over.
+
 What the table cannot translate is each driver's own, in ``drivers.py``: the hooks the loop
-class declares (the first request's checks, the wait between attempts, a hedged first try,
-draining and closing a response).
+class declares (the first request's checks, the wait between attempts, draining and
+closing a response).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from .._call.hedged_call import HedgedCall
+from .._call.core import RetryCall
 from .._call.hints import body_hint
 from .._call.resumption import resumption
 from .._wire.http import origin as origin_of
@@ -24,111 +29,117 @@ from .bodies import buffer, noted
 
 if TYPE_CHECKING:
     from .._base.flavour import Request, Response
-    from .._call.core import RetryCall
-    from .hedge_loops import SyncHedger
 
 __all__ = ["SyncLoop"]
 
 
 class SyncLoop(_Common):
-    """The loop of each ``RetryTransport``, and the I/O it runs."""
-
-    _hedger: SyncHedger  # when hedging (made by the driver's ``__init__`` or ``_first``)
+    """The loop of each ``RetryTransport`` without hedging, and the I/O it runs."""
 
     if TYPE_CHECKING:  # the hooks: each driver's own (``drivers.py``)
-        def _first(self, request: Request) -> None: ...
         def _pause(self, seconds: float, closes: int) -> None: ...
-        def _hedged_try(self, call: HedgedCall) -> tuple[Response | None, float | None]: ...
         def _drain(self, response: Response) -> None: ...
         def _close(self, response: Response) -> None: ...
 
     def handle_request(self, request: Request) -> Response:
         """Send ``request`` until an outcome is final, and hand that over. It decides nothing:
-        ``QuickPath`` and the ``RetryCall`` do. It only executes: it waits, sends, reads a
+        the quick path and the ``RetryCall`` do. It only executes: it waits, sends, reads a
         body, drains and closes as told, and gives the request back when stopped mid-attempt."""
-        if self._untried:
-            self._first(request)
-        controller = self._controller
-        closes = controller.closes
-        # None while the first attempt goes as it is (the usual case: the quick path).
-        call = None if controller.quick.counted_first(request) else self._call(request, closes)
-        stream = request.stream
-        race = None  # a quick first attempt that a hedge may join
-        if call is None and controller.hedging is not None:
-            call, race = self._hedger.start(self._transport, request, closes, stream)
-        lap, timed, transport = self._lap, controller.timed, self._transport
+        closes = self._controller.closes
+        quick = self._quick
+        timed = quick.first(request)  # None: a call decides from the first attempt on
+        if timed is None:
+            call = self._call(request, closes)
+            return self._attempts(call, None, call.wait)
+        stream = request.stream  # as it is before it is sent (it may not be sent again)
+        outcome: Response | Exception
         try:
-            wait = None if call is None else call.wait
-            if call is not None and call.hedged:  # the first try, hedged
-                if wait is not None:
-                    self._pause(wait, closes)
-                done, wait = self._hedged_try(cast(HedgedCall, call))
-                if done is not None:
-                    if controller.resume is not None:
-                        self._resumable(call, done)
-                    if type(done.stream) is not self._memory:
-                        self._hint(call, request, stream, done)
-                    return done
+            if timed:
+                outcome = self._timed(request)
+            else:
+                outcome = self._transport.handle_request(request)
+        except Exception as exc:
+            outcome = exc  # judged outside the handler: no later error is chained to it
+        else:
+            if quick.ends(request, outcome):
+                if type(outcome.stream) is not self._memory:  # streamed: may break later
+                    self._hint(None, request, stream, outcome)
+                return outcome
+        return self._attempts(self._begin(request, stream, closes), outcome)
+
+    def _attempts(self, call: RetryCall, outcome: Response | Exception | None,
+                        wait: float | None = None) -> Response:
+        """The attempts of ``call`` until one's outcome is final, handed over (a response
+        returned, an exception raised): from ``outcome``, the last attempt's (the first,
+        sent on the quick path), or with ``outcome`` ``None`` from the next attempt, sent
+        after ``wait`` seconds (``None``: at once)."""
+        closes, request = call.closes, call.request
+        try:
             while True:
-                if wait is not None:
-                    self._pause(wait, closes)
-                attempt = request if call is None else call.ready or call.attempt_request()
-                try:
-                    if race is None:
-                        start = lap() if timed() else None
-                        response = transport.handle_request(attempt)
-                        if start is not None:
-                            end = lap()
-                            self._record(origin_of(request.url), end - start, end)
-                    else:  # timed by the race; None: it was hedged
-                        response = race.attempt()
-                except Exception as exc:
-                    race = None
-                    if call is None:
-                        call = self._begin(request, stream, closes)
-                    wait = call.on_error(exc)
+                if outcome is None:
+                    if wait is not None:
+                        self._pause(wait, closes)
+                    attempt = call.ready or call.attempt_request()  # raises when not to send
+                    try:
+                        outcome = self._send(attempt)
+                    except Exception as exc:
+                        outcome = exc
+                if isinstance(outcome, Exception):
+                    wait = call.on_error(outcome)
                     if wait is None:
-                        self._check_failed(request, exc)
-                        raise
-                    continue
-                if race is not None:  # the quick first attempt, sent by the race
-                    hedged_race, race = race, None
-                    if response is None:  # hedged: the try's outcome
-                        call = hedged_race.call
-                        done, wait = hedged_race.outcome()
-                        if done is not None:
-                            if controller.resume is not None:
-                                self._resumable(cast(HedgedCall, call), done)
-                            if type(done.stream) is not self._memory:
-                                self._hint(call, request, stream, done)
-                            return done
-                        continue
-                if call is None:
-                    if controller.quick.ends(request, response):
-                        if type(response.stream) is not self._memory:  # streamed
-                            self._hint(None, request, stream, response)
-                        return response
-                    call = self._begin(request, stream, closes)
-                elif call.policy.retry_body_errors:
-                    wait = self._read_body(call, response)
-                    if wait is not None:  # the body failed: retried after the wait
-                        continue
-                try:
-                    wait = call.on_response(response)
-                except BaseException:  # the policy's retry_if raised: the answer is no one's
-                    self._close(response)
-                    raise
-                if wait is None:
-                    if controller.resume is not None:
-                        self._resumable(call, response)
-                    if type(response.stream) is not self._memory:
-                        self._hint(call, request, stream, response)
-                    return response
-                self._discard(call, response)
-        except BaseException:
-            if call is not None:  # a cancel or an interrupt mid-attempt: the request back
-                call.abandon()
+                        self._check_failed(request, outcome)
+                        raise outcome
+                else:
+                    wait = self._judge(call, outcome)
+                    if wait is None:
+                        return self._handed(call, outcome)
+                outcome = None
+        except BaseException:  # a cancel or an interrupt mid-attempt: the request back
+            call.abandon()
             raise
+
+    def _send(self, attempt: Request) -> Response:
+        """Send one attempt of a call, timed when the sample says so."""
+        if self._controller.timed():
+            return self._timed(attempt)
+        return self._transport.handle_request(attempt)
+
+    def _timed(self, request: Request) -> Response:
+        """Send ``request``, its latency recorded for its origin."""
+        lap = self._lap
+        start = lap()
+        response = self._transport.handle_request(request)
+        end = lap()
+        self._record(origin_of(request.url), end - start, end)
+        return response
+
+    def _judge(self, call: RetryCall, response: Response) -> float | None:
+        """``call``'s verdict on ``response``: ``None`` to hand it over, else the wait
+        before the next attempt (``response`` drained and closed). With
+        ``retry_body_errors`` its body is read first; a body that broke is judged as the
+        attempt's error. The response of a ``retry_if`` that raised is closed."""
+        if call.policy.retry_body_errors:
+            wait = self._read_body(call, response)
+            if wait is not None:  # the body failed: retried after the wait
+                return wait
+        try:
+            wait = call.on_response(response)
+        except BaseException:  # the policy's retry_if raised: the answer is no one's
+            self._close(response)
+            raise
+        if wait is not None:
+            self._discard(call, response)
+        return wait
+
+    def _handed(self, call: RetryCall, response: Response) -> Response:
+        """``response``, the final answer of ``call``, as it is handed over: with
+        ``resume``, its body resumes itself after a break where it may; a streamed body
+        whose break would reach the caller unretried carries a hint."""
+        if self._controller.resume is not None:
+            self._resumable(call, response)
+        if type(response.stream) is not self._memory:
+            self._hint(call, call.request, call.stream, response)
+        return response
 
     def _resumable(self, call: RetryCall, response: Response) -> None:
         """With ``resume``: ``response``, the final answer of ``call``, gets a body that

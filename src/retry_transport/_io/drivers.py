@@ -15,6 +15,7 @@ classes) comes from the class's ``_flavour``; each flavour's public ``RetryTrans
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import random
 import sys
@@ -42,8 +43,10 @@ from .._guards.throttle import AdaptiveThrottle
 from .._policy.observe import RetryHook
 from .._policy.policy import RetryPolicy
 from .._stores.memory import MemoryStore
+from ._async_hedging import AsyncHedgingLoop
 from ._async_loop import AsyncLoop
 from ._common import _PUBLIC, _check_request
+from ._sync_hedging import SyncHedgingLoop
 from ._sync_loop import SyncLoop
 from .bodies import aclose as aclose_response, adrain, drain
 from .hedge_loops import AsyncHedger, Ended, SyncHedger, Workers, sync_try
@@ -72,9 +75,25 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     # tell an attempt waiting for a connection from one on the wire (``AsyncHedger``).
     driver._pooled = not sync and isinstance(transport, cast(type, flavour.async_transport))
     driver._untried = True
+    driver._quick = driver._controller.quick
+    if settings.hedging is not None:  # the loop is chosen once, here (``_with_hedging``)
+        driver.__class__ = _with_hedging(cast(type, type(driver)), sync)
     driver._memory = flavour.byte_stream
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
+
+
+@functools.cache
+def _with_hedging(cls: type[Any], sync: bool) -> type[Any]:
+    """``cls`` (a flavour's transport, or a user's subclass of one) running the hedging
+    loop (``_sync_hedging.py``'s or ``_async_hedging.py``'s) in place of the plain one:
+    its twin, of the same name, with the loop mixed in after it (a subclass's own methods
+    still come first). A transport built with ``hedging`` becomes one, so that one
+    without runs the plain loop, which names no race: the loop is chosen once."""
+    loop = SyncHedgingLoop if sync else AsyncHedgingLoop
+    return type(cls.__name__, (cls, loop), {
+        "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+    })
 
 
 def _wrong_client(flavour: Flavour, *, sync: bool) -> TypeError:

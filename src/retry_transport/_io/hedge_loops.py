@@ -32,7 +32,7 @@ import anyio.lowlevel
 
 from .._base.flavour import Flavour, Response
 from .._base.fork import track
-from .._call.hedged_call import HedgedCall, Slot, hedgeable
+from .._call.hedged_call import HedgedCall, Slot
 from .._wire.http import origin as origin_of
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from .._call.controller import Controller
     from .._call.hedging import Hedging
 
-__all__ = ["HEDGE_WORKERS", "AsyncHedger", "SyncHedger", "Workers", "sync_try"]
+__all__ = ["HEDGE_WORKERS", "AsyncHedger", "Ended", "Plainly", "Raced", "SyncHedger", "Workers",
+           "sync_try"]
 
 #: The most attempts of hedged requests a sync transport runs at once, each on a worker
 #: thread of its own (started as needed, idle ones reused). While every one is busy, a new
@@ -229,7 +230,7 @@ def _over(verdict: str, result: Response | BaseException, wait: float | None) ->
 class SyncHedger:
     """A sync transport's hedged tries: what they need of the transport, kept once.
 
-    A quick first attempt (``QuickPath.counted_first``) runs on a worker thread while the
+    A quick first attempt (``QuickPath.first``) runs on a worker thread while the
     caller waits for it on a lock, for the hedging delay at most (:class:`SyncRace`): an
     answer before it costs the hand-over to the worker. Once the delay is over, the try
     goes on in :func:`sync_try`, which sends the hedges and takes the first's outcome as
@@ -250,14 +251,12 @@ class SyncHedger:
         self.timed = controller.timed
 
     def start(self, transport: Any, request: Request, closes: int, stream: object
-              ) -> tuple[HedgedCall | None, SyncRace | None]:
-        """A quick first attempt of ``request``, when hedging: the race that runs it on a
-        worker (``(None, race)``); ``(None, None)`` when it goes plainly on the caller's
-        thread (a request that may not be hedged, or no worker free); ``(call, None)`` when
-        the transport was closed meanwhile (the call's first attempt then says so)."""
+              ) -> tuple[HedgedCall | None, SyncRace | Plainly | None]:
+        """A quick first attempt of ``request``, which may be hedged: the race that runs it
+        on a worker (``(None, race)``), or with no worker free, one that sends it plainly on
+        the caller's thread (nothing queues); ``(call, None)`` when the transport was
+        closed meanwhile (the call's first attempt then says so)."""
         controller = self.controller
-        if not hedgeable(controller.policy, request, self.flavour.byte_stream):
-            return None, None
         workers = self.workers
         generation = workers.generation
         race = SyncRace(self, transport, request, closes, stream, generation)
@@ -268,17 +267,19 @@ class SyncHedger:
         if workers.submit(race.work, None, generation, reserve=True):
             return None, race
         if workers.generation == generation:  # no worker free: it goes plainly
-            return None, None
+            return None, Plainly(self, transport, request, race.sent)
         # Closed meanwhile: the call's first attempt says so, if the request began before.
         return HedgedCall(controller, request, self.hedging, closes, quick=True,
                           stream=stream), None
 
 
-class _Raced:
+class Raced:
     """What a race of either kind keeps of a hedged try's end, once its first attempt was
     taken over: an outcome to hand over, or the exception to raise."""
 
     _ended: Ended | BaseException
+    #: The call that took the first attempt over, once the try was hedged.
+    call: HedgedCall | None
 
     def outcome(self) -> Ended:
         """How a hedged try ended: ``(response, None)`` to hand over, ``(None, wait)`` to
@@ -289,7 +290,32 @@ class _Raced:
         return ended
 
 
-class SyncRace(_Raced):
+class Plainly(Raced):
+    """A quick first attempt of a hedged request that no worker is free to run: sent on
+    the caller's thread, unhedged (its latency timed from ``sent``, when sampled). Its
+    :meth:`attempt` never answers ``None``: no try is raced."""
+
+    call: HedgedCall | None = None
+
+    def __init__(self, hedger: SyncHedger, transport: Any, request: Request,
+                 sent: float | None) -> None:
+        self.hedger = hedger
+        self.transport = transport
+        self.request = request
+        self.sent = sent
+
+    def attempt(self) -> Response:
+        """Send the attempt: its response, or its exception raised."""
+        response: Response = self.transport.handle_request(self.request)
+        sent = self.sent
+        if sent is not None:
+            hedger = self.hedger
+            end = hedger.clock()
+            hedger.record(origin_of(self.request.url), end - sent, end)
+        return response
+
+
+class SyncRace(Raced):
     """A quick first attempt of a hedged request, on a worker thread: the caller waits on
     :attr:`done` for the hedging delay at most. When the delay is over first, a call takes
     the attempt over (``HedgedCall.adopt``) and :func:`sync_try` goes on with it: the
@@ -618,13 +644,10 @@ class AsyncHedger:
 
     def start(self, transport: Any, request: Request, closes: int, stream: object
               ) -> tuple[HedgedCall | None, _Race | None]:
-        """A quick first attempt of ``request`` (``QuickPath.counted_first``), when hedging: on
-        asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
-        runs in a task group (``(call, None)``); ``(None, None)`` for a request that may
-        not be hedged, which goes plainly."""
+        """A quick first attempt of ``request`` (``QuickPath.first``), which may be hedged:
+        on asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
+        runs in a task group (``(call, None)``)."""
         controller = self.controller
-        if not hedgeable(controller.policy, request, self.flavour.byte_stream):
-            return None, None
         loop = asyncio._get_running_loop()
         caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
         if caller is None:
@@ -655,7 +678,7 @@ class AsyncHedger:
         caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
         if caller is None:
             return await _grouped_try(self, call, transport)
-        race = _Race(self, transport, call.request, call._closes, None,
+        race = _Race(self, transport, call.request, call.closes, None,
                      loop, caller)  # type: ignore[arg-type]
         race.call = call
         race.dress()
@@ -663,7 +686,7 @@ class AsyncHedger:
         return race.outcome()
 
 
-class _Race(_Raced):
+class _Race(Raced):
     """A hedged try on asyncio whose first attempt runs in the caller's own task.
 
     The hedging delay is a timer of the event loop (``loop.call_later``), started when the

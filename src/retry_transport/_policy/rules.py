@@ -75,6 +75,8 @@ __all__ = [
     "classify_error",
     "classify_response",
     "final_at_once",
+    "never_final_at_once",
+    "signal_free",
     "may_retry",
 ]
 
@@ -198,15 +200,33 @@ def final_at_once(response: Response, status: int, policy: RetryPolicy, reads_qu
         verdict = None
     if verdict is None and not reads_quotas:
         return True
-    # One pass over the header names, each looked up among those known to carry no signal.
-    name = None if verdict is None else encoded(verdict)
-    signal_free = SIGNAL_FREE
+    return signal_free(response, None if verdict is None else encoded(verdict))
+
+
+def never_final_at_once(policy: RetryPolicy, reads_quotas: bool) -> frozenset[int]:
+    """For the quick path, built once: the statuses whose answer it never takes as final,
+    so that for any other status :func:`final_at_once` reduces to :func:`signal_free` (with
+    ``reads_quotas``) or to nothing. Those of :func:`final_at_once`, and every status from
+    400 when a header of the answer may make it retryable (the server's verdict) or
+    ``retry_if`` is asked: such an answer is judged by the call, which reads it whole (the
+    outcome is the same, only the path is longer)."""
+    never = set(policy.retry_statuses) | COOLDOWN_STATUSES
+    if policy.should_retry_header is not None or policy.retry_if is not None:
+        never |= set(range(400, 1000))
+    return frozenset(never)
+
+
+def signal_free(response: Response, verdict: bytes | None = None) -> bool:
+    """Whether no header of ``response`` may carry a signal (a time to wait, a rate-limit
+    quota, or the server's verdict in the header named ``verdict``, lower case): one pass
+    over the header names, each looked up among those known to carry none."""
+    free = SIGNAL_FREE
     names = getattr(response.headers, HEADER_LINES, None)  # what items() reads, unless odd
     for _, key, _ in names if type(names) is list else items(response):
-        if key in signal_free:  # the usual case: a name known to carry no signal
-            if name is not None and key == name:
+        if key in free:  # the usual case: a name known to carry no signal
+            if verdict is not None and key == verdict:
                 return False
-        elif key == name or (not is_signal_free(key) and key not in TIMING_HEADERS):
+        elif key == verdict or (not is_signal_free(key) and key not in TIMING_HEADERS):
             return False
     return True
 
