@@ -11,6 +11,7 @@ from typing import Any
 from retry_transport import RetryEvent, StopReason
 from retry_transport._call.controller import Controller
 from retry_transport._call.options import OPTIONS, Settings
+from retry_transport._call.quick import QuickPath
 from retry_transport._guards.seam import AttemptKind, CallView, Guard, Refusal
 from retry_transport._io.transports import HTTPX
 from retry_transport._policy.policy import RetryPolicy
@@ -46,7 +47,13 @@ def controller(policy: RetryPolicy | None = None, *, guards: tuple[Guard, ...] =
         control.vetoes = tuple(sorted(
             (index for index, guard in enumerate(every) if guard.reason is not None),
             key=lambda index: ORDER.index(every[index].reason)))
-        control.quick.may_wake = guards  # never idle: each call asks them
+        quick = control.quick  # never idle: the quick path asks them of each first attempt
+        control.quick = QuickPath(every, control.policy, sends_as_is=quick._as_is,
+                                  reads_quotas=quick.reads_quotas,
+                                  requests=control.request_counter, sample=quick._sample,
+                                  final_pairs=control.final_pairs, final=control.final,
+                                  observer=control.observer, clock=control.clock)
+    control.quick.opened()  # as a driver opens it once its first request is checked
     return control
 
 

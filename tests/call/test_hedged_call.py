@@ -446,7 +446,7 @@ def test_a_quick_first_attempt_is_adopted_with_its_plain_tickets() -> None:
     budget = _spent(RetryBudget(capacity=100))
     control, events = hooked(RetryPolicy(**STEADY), hedging=Hedging(DELAY), budget=budget)
     request = get()
-    assert control.quick.counted_first(request)
+    assert control.quick.first(request) is not None  # sent on the quick path
     call = HedgedCall(control, request, control.hedging,  # type: ignore[arg-type]
                       quick=True, stream=request.stream)
     first = call.adopt(request, 0.25, 0.0)
@@ -463,7 +463,7 @@ def test_an_adopted_attempts_hedge_waits_the_delay_it_was_given() -> None:
     """The hedge of an adopted first attempt is numbered 2 and told with that delay."""
     control, events = hooked(RetryPolicy(**STEADY), hedging=Hedging(DELAY))
     request = get()
-    assert control.quick.counted_first(request)
+    assert control.quick.first(request) is not None  # sent on the quick path
     call = HedgedCall(control, request, control.hedging,  # type: ignore[arg-type]
                       quick=True, stream=request.stream)
     call.adopt(request, 0.25, 0.0)
