@@ -136,7 +136,7 @@ class Controller:
         self._draws = 0
         self._gave_up: dict[StopReason, int] = {}
         # RetryInfo and Outcome of a first-attempt answer that is final at once, by status:
-        # immutable, so one pair serves every such response.
+        # immutable, so one pair serves every such response; made at a status's first.
         self.final_pairs: dict[int, tuple[RetryInfo, Outcome]] = {}
         #: The quick path: a first attempt sent as it is and answered at once.
         self.quick = QuickPath(

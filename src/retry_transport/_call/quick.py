@@ -36,7 +36,7 @@ anyway), so each request goes by its call, which reads the count as it starts
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from .._base.flavour import Request, Response
 from .._base.models import RetryInfo
@@ -61,12 +61,12 @@ class QuickPath:
     configuration needs (see the module)."""
 
     __slots__ = ("_as_is", "_clock", "_final", "_final_pairs", "_never", "_observer",
-                 "_policy", "_requests", "_sample", "_watch_until", "counts", "ends", "first",
-                 "guards", "open", "reads_quotas", "settles", "tickets", "wakers")
+                 "_requests", "_sample", "_watch_until", "counts", "ends", "first", "guards",
+                 "open", "reads_quotas", "settles", "source", "tickets", "wakers")
 
     def __init__(self, guards: tuple[Guard, ...], policy: RetryPolicy, *, sends_as_is: bool,
                  reads_quotas: bool, requests: Iterator[int], sample: tuple[bool, ...],
-                 final_pairs: dict[int, tuple[RetryInfo, Outcome]],
+                 final_pairs: Mapping[int, tuple[RetryInfo, Outcome]],
                  final: Callable[[int], tuple[RetryInfo, Outcome]],
                  observer: Observer, clock: Callable[[], float]) -> None:
         #: The tickets of a first attempt while every guard is idle: (guard, its idle ticket).
@@ -93,53 +93,96 @@ class QuickPath:
         self._watch_until = 0.0  # the end of the watch, on ``clock``
         #: Whether an answer's headers are looked at for an exhausted rate-limit quota.
         self.reads_quotas = reads_quotas
-        self._policy = policy
         self._requests = requests
         self._sample = sample
         self._final_pairs = final_pairs
         self._final = final
         #: The statuses whose answer is never final at once (``never_final_at_once``).
         self._never = never_final_at_once(policy, reads_quotas)
-        # The variants this configuration needs.
-        self.first: Callable[[Request], bool | None] = (
-            self._first_guarded if self.wakers else self._first)
-        self.ends: Callable[[Request, Response], bool] = (
-            self._ends_scanned if reads_quotas
-            else self._ends if self.counts or self.settles or self.guards
-            else self._ends_bare)
+        #: The source of ``first`` and ``ends``, as composed for this configuration.
+        self.source = ""
+        self.first: Callable[[Request], bool | None]
+        self.ends: Callable[[Request, Response], bool]
+        self._compose()
 
     def opened(self) -> None:
         """The transport's first request was checked: the quick path opens, if the
         settings let first attempts go as they are."""
         self.open = self._as_is
 
+    def _compose(self) -> None:
+        """Write ``first`` and ``ends`` for this configuration, each one function with
+        only the checks and the counts it needs (see the module), and compile them.
+
+        ``first(request)``: whether the first attempt goes as it is (the transport's own
+        policy: no override, no testing mode, no ambient deadline; each guard that may stop
+        being idle is idle, or idle for this request), counted when so: ``None`` if not,
+        else whether to time it (the sample at the request's count).
+
+        ``ends(request, response)``: after a quick first attempt, whether ``response`` ends
+        the request at once (a status the quick path may take as final, and with
+        ``reads_quotas`` no header that may carry a signal); if so, its metadata is
+        attached and the idle tickets are settled with its outcome (a success counted by
+        the guards that count one, the others told the request)."""
+        names: dict[str, object] = {
+            "quick": self, "testmode": testmode, "ambient": ambient_scope,
+            "requests": self._requests, "sample": self._sample, "MASK": SAMPLE_MASK,
+            "never": self._never, "pairs": self._final_pairs, "final": self._final,
+            "attach": attach, "signal_free": signal_free,
+        }
+        first = [
+            "def first(request):",
+            "    if (not quick.open or testmode.active is not None",
+            "            or 'retry' in request.extensions or ambient() is not None):",
+            "        return quick._closed(request)",
+        ]
+        for index, guard in enumerate(self.wakers):
+            names[f"waker{index}"] = guard
+            first.append(f"    if not waker{index}.idle and not waker{index}.idle_for(request):")
+            first.append("        return None")
+        first.append("    return sample[next(requests) & MASK]")
+        ends = [
+            "def ends(request, response):",
+            "    status = response.status_code",
+            "    if status in never" + (" or not signal_free(response)"
+                                        if self.reads_quotas else "") + ":",
+            "        return False",
+            "    try:",
+            "        pair = pairs[status]",
+            "    except KeyError:  # the status's first answer",
+            "        pair = final(status)",
+            "    try:  # attach()'s usual case, without the call",
+            "        response.extensions['retry'] = pair[0]",
+            "    except TypeError:  # a mapping that cannot be written to: attach() replaces it",
+            "        attach(response, pair[0])",
+            "    if pair[1].success:",
+        ]
+        success = []
+        for index, count in enumerate(self.counts):
+            names[f"count{index}"] = count
+            success.append(f"        count{index}()")
+        for index, guard in enumerate(self.settles):
+            names[f"settles{index}"] = guard
+            success.append(f"        settles{index}.settle_idle(request, pair[1])")
+        ends.extend(success or ["        return True"])
+        if success:
+            ends.append("        return True")
+        for index, guard in enumerate(self.guards):
+            names[f"guard{index}"] = guard
+            ends.append(f"    guard{index}.settle_idle(request, pair[1])")
+        ends += ["    quick.failed(request)", "    return True"]
+        self.source = "\n".join(first + [""] + ends) + "\n"
+        exec(compile(self.source, "<retry_transport quick path>", "exec"), names)
+        self.first = names["first"]  # type: ignore[assignment]
+        self.ends = names["ends"]  # type: ignore[assignment]
+
     # -- before the first attempt --------------------------------------------------------
 
-    def _first(self, request: Request) -> bool | None:
-        """Whether ``request``'s first attempt goes as it is (the transport's own policy: no
-        override, no testing mode, no ambient deadline), counted when so: ``None`` if not,
-        else whether to time it. No guard of this transport can stop being idle."""
-        if (not self.open or testmode.active is not None
-                or request.extensions.get("retry") is not None or ambient_scope() is not None):
-            return self._closed(request)
-        return self._sample[next(self._requests) & SAMPLE_MASK]
-
-    def _first_guarded(self, request: Request) -> bool | None:
-        """As :meth:`_first`, and every guard that may stop being idle is idle, or idle for
-        this request."""
-        if (not self.open or testmode.active is not None
-                or request.extensions.get("retry") is not None or ambient_scope() is not None):
-            return self._closed(request)
-        for guard in self.wakers:
-            if not guard.idle and not guard.idle_for(request):
-                return None
-        return self._sample[next(self._requests) & SAMPLE_MASK]
-
     def _closed(self, request: Request) -> bool | None:
-        """:meth:`first` when a check failed: ``None``, unless the quick path was closed
-        only for the SDK's watch and the watch is over: it opens again, and the first
-        attempt is asked again. (While the watch lasts, each request goes by its call,
-        which reads the SDK's count as it starts.)"""
+        """``first`` when a check failed: ``None``, unless the quick path was closed only
+        for the SDK's watch and the watch is over: it opens again, and the first attempt
+        is asked again. (While the watch lasts, each request goes by its call, which reads
+        the SDK's count as it starts.)"""
         if self.open or not self._as_is or self._watch_until == 0.0:
             return None  # closed by a check, by the settings, or before the first request
         if self._observer.layered or self._clock() >= self._watch_until:
@@ -147,57 +190,6 @@ class QuickPath:
             self.open = True  # nothing more to look for
             return self.first(request)
         return None
-
-    # -- after the first attempt ---------------------------------------------------------
-
-    def _ends(self, request: Request, response: Response) -> bool:
-        """After a quick first attempt: whether ``response`` ends the request at once (its
-        status alone says so here: no header of a final answer is read); if so, its
-        metadata is attached and the idle tickets are settled with its outcome."""
-        status = response.status_code
-        if status in self._never:
-            return False
-        return self._final_answer(request, response, status)
-
-    def _ends_scanned(self, request: Request, response: Response) -> bool:
-        """:meth:`_ends`, where a final answer's headers are read too (its rate-limit
-        quota)."""
-        status = response.status_code
-        if status in self._never or not signal_free(response):
-            return False
-        return self._final_answer(request, response, status)
-
-    def _ends_bare(self, request: Request, response: Response) -> bool:
-        """:meth:`_ends` with no guard's ticket to count or settle on any answer."""
-        status = response.status_code
-        if status in self._never:
-            return False
-        info = (self._final_pairs.get(status) or self._final(status))[0]
-        try:  # attach()'s usual case, without the call
-            response.extensions["retry"] = info
-        except TypeError:  # a mapping that cannot be written to: attach() replaces it
-            attach(response, info)
-        if status >= 400:
-            self.failed(request)
-        return True
-
-    def _final_answer(self, request: Request, response: Response, status: int) -> bool:
-        """``response`` ends the request: its metadata attached, the idle tickets settled."""
-        info, outcome = self._final_pairs.get(status) or self._final(status)
-        try:  # attach()'s usual case, without the call
-            response.extensions["retry"] = info
-        except TypeError:  # a mapping that cannot be written to: attach() replaces it
-            attach(response, info)
-        if outcome.success:
-            for count in self.counts:
-                count()
-            for guard in self.settles:
-                guard.settle_idle(request, outcome)
-        else:
-            for guard in self.guards:
-                guard.settle_idle(request, outcome)
-            self.failed(request)
-        return True
 
     # -- an SDK retrying above the transport -------------------------------------------
 

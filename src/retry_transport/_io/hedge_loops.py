@@ -480,6 +480,9 @@ def sync_try(call: HedgedCall, transport: Any, workers: Workers,
     def start_hedge() -> bool:
         if not workers.reserve(generation):
             return False
+        if not results.empty():  # an answer came meanwhile (its worker freed): judge it first
+            workers.release()
+            return False
         try:
             hedge = call.hedge()
         except BaseException:  # an interrupt in a guard's admission: the worker goes back
