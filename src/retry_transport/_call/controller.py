@@ -129,7 +129,7 @@ class Controller:
         # Counters bumped with next(), which the GIL makes atomic, so the hot path takes no
         # lock; stats() draws from them too (under the lock) and subtracts its own draws.
         self.request_counter = counter()
-        self._retries = counter()
+        self.retry_counter = counter()
         self._hedges = counter()
         self._hedge_wins = counter()
         self._resumes = counter()
@@ -174,11 +174,6 @@ class Controller:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def note_retry(self, request: Request, attempt: int, of: int, wait: float,
-                   status: int | None, error: str | None, signal: str | None) -> None:
-        next(self._retries)
-        self.observer.retry(request, attempt, of, wait, status, error, signal)
-
     def note_hedge(self, request: Request, attempt: int, delay: float) -> None:
         next(self._hedges)
         self.observer.hedge(request, attempt, delay)
@@ -218,7 +213,7 @@ class Controller:
     def stats(self) -> RetryStats:
         with self._lock:
             requests = next(self.request_counter) - self._draws
-            retries = next(self._retries) - self._draws
+            retries = next(self.retry_counter) - self._draws
             hedges = next(self._hedges) - self._draws
             throttled = 0 if self.throttle is None else next(self.throttle.refused) - self._draws
             hedge_wins = next(self._hedge_wins) - self._draws

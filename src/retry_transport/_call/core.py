@@ -88,31 +88,32 @@ class Refused(Exception):
 
 class _Progress:
     """What happened to a request beyond a quick first attempt: created when first needed,
-    so a request that succeeds at once never pays for it."""
+    so a request that succeeds at once never pays for it. Its fields start as the class's
+    values (a new one sets only what differs: a request that retries pays for no more)."""
 
-    __slots__ = ("ambient", "body", "deadline_at", "extensions", "hedges", "history", "hold",
-                 "paid", "place", "previous", "skipped", "total_wait")
+    history: list[Attempt]
+    total_wait = 0.0
+    previous: float  # the last backoff (decorrelated jitter builds on it)
+    # What the guards' vetoes answered for the next attempt (by guard index), or None.
+    paid: list[object] | None = None
+    deadline_at: float | None = None  # clock time: the policy's deadline
+    ambient: Scope | None = None  # the ambient deadline (its own clock)
+    body: bool | None = None  # RetryInfo.body_buffered
+    # The caller's extensions, while attempts carry clipped timeouts (deadline).
+    extensions: dict[str, Any] | None = None
+    # Seconds of waiting that testing mode skipped: the deadline still counts them.
+    skipped = 0.0
+    hedges = 0  # hedges sent (RetryInfo.hedges)
+    # Where the next record goes in ``history`` (None: at the end): a hedged try keeps
+    # its attempts in the order they started, whichever answered last.
+    place: int | None = None
+    # A guard's hold before the first attempt (its wait is in total_wait): the first
+    # record shows it when the history is handed over (``held_first``).
+    hold: Hold | None = None
 
     def __init__(self, base_delay: float) -> None:
-        self.history: list[Attempt] = []
-        self.total_wait = 0.0
-        self.previous = base_delay  # the last backoff (decorrelated jitter builds on it)
-        # What the guards' vetoes answered for the next attempt (by guard index), or None.
-        self.paid: list[object] | None = None
-        self.deadline_at: float | None = None  # clock time: the policy's deadline
-        self.ambient: Scope | None = None  # the ambient deadline (its own clock)
-        self.body: bool | None = None  # RetryInfo.body_buffered
-        # The caller's extensions, while attempts carry clipped timeouts (deadline).
-        self.extensions: dict[str, Any] | None = None
-        # Seconds of waiting that testing mode skipped: the deadline still counts them.
-        self.skipped = 0.0
-        self.hedges = 0  # hedges sent (RetryInfo.hedges)
-        # Where the next record goes in ``history`` (None: at the end): a hedged try keeps
-        # its attempts in the order they started, whichever answered last.
-        self.place: int | None = None
-        # A guard's hold before the first attempt (its wait is in total_wait): the first
-        # record shows it when the history is handed over (``held_first``).
-        self.hold: Hold | None = None
+        self.history = []
+        self.previous = base_delay
 
 
 class RetryCall(TimeLeft):
@@ -317,7 +318,9 @@ class RetryCall(TimeLeft):
         if controller.closes != self.closes:
             self._closed(progress)
         retry = len(progress.history) + 1 if progress.history else 0
-        left = self._check_deadline(progress)
+        left = None
+        if progress.deadline_at is not None or progress.ambient is not None:
+            left = self._check_deadline(progress)
         if retry and controller.guards:
             self._admit(RETRY, progress.paid)
             progress.paid = None  # admitted: sent from now on, whatever ends it
@@ -422,20 +425,25 @@ class RetryCall(TimeLeft):
         """Seconds to wait before the next attempt, or ``None``: hand ``response`` over."""
         status = response.status_code
         controller = self._controller
-        if self._progress is None and final_at_once(response, status, self.policy,
-                                                    controller.quick.reads_quotas):
-            # One attempt, nothing waited, nothing to retry: the shared, immutable metadata.
+        progress = self._progress
+        if progress is not None and progress.extensions is not None:
+            self.request.extensions = progress.extensions  # the caller's own, back on it
+        if final_at_once(response, status, self.policy, controller.quick.reads_quotas):
+            # Nothing to retry, no signal: the shared, immutable outcome of its status.
             info, outcome = controller.final(status)
-            attach(response, info)
             pairs = self._tickets
             if pairs:
                 self._tickets = _NO_TICKETS
                 for guard, ticket in pairs:
                     guard.settle(self, ticket, outcome)
-            if status >= 400:  # a failure handed back: an SDK above may retry it
-                controller.quick.failed(self.request)
+            if progress is None:  # one attempt, nothing waited: the shared metadata too
+                attach(response, info)
+                if status >= 400:  # a failure handed back: an SDK above may retry it
+                    controller.quick.failed(self.request)
+                return None
+            self._finish(outcome.stop, response, outcome,  # type: ignore[arg-type]
+                         failed_retryable=False)
             return None
-        self._attempt_over()
         outcome = self._outcome_of(response, status)
         stop = outcome.stop
         if stop is not None:
@@ -451,8 +459,9 @@ class RetryCall(TimeLeft):
                                     controller.cooldown)
         if self._tickets:
             self._settle(outcome)
-        for guard in controller.learners:
-            guard.learn(self, outcome)
+        if outcome.quiet is not None:
+            for guard in controller.learners:
+                guard.learn(self, outcome)
         if outcome.ignored is not None:
             controller.observer.ignored_retry_after(self.origin, outcome.ignored)
         if status >= 400 and self.policy.retry_if is not None:  # the guards had the built-in
@@ -488,17 +497,20 @@ class RetryCall(TimeLeft):
         controller = self._controller
         progress = self._progress or self._state()
         request = self.request
-        attempt = len(progress.history) + 1
+        history = progress.history
+        attempt = len(history) + 1
         reason = may_retry(outcome, policy, self.enabled, request.method, request.headers,
                            self.stream, controller.flavour, attempt)
         wait = backoff = 0.0
         paid: list[object] | None = None
         if reason is None:
-            backoff = compute_backoff(policy, attempt - 1, progress.previous, self.rng)
+            testing = self.testing
+            backoff = compute_backoff(policy, attempt - 1, progress.previous,
+                                      controller.rng if testing is None else testing.rng)
             wait = backoff + (outcome.floor or 0.0)
-            left = self._left(progress)
-            if left is not None:
-                if wait >= left - MIN_ATTEMPT:
+            if progress.deadline_at is not None or progress.ambient is not None:
+                left = self._left(progress)
+                if left is not None and wait >= left - MIN_ATTEMPT:
                     self._finish(DEADLINE, result, outcome, failed_retryable=True,
                                  refused=(wait, left))
                     return None
@@ -517,9 +529,15 @@ class RetryCall(TimeLeft):
         progress.paid = paid
         progress.total_wait += wait
         status, error, signal = outcome.status, outcome.error, outcome.signal
-        self._record_attempt(progress, new_attempt(status, error, outcome.floor, wait, signal,
-                                         hedge=self._hedged(progress)))
-        controller.note_retry(request, attempt, policy.max_attempts, wait, status, error, signal)
+        record = new_attempt(status, error, outcome.floor, wait, signal,
+                             hedge=self.hedged and self._hedged(progress))
+        if progress.place is None:
+            history.append(record)
+        else:
+            self._record_attempt(progress, record)
+        next(controller.retry_counter)
+        controller.observer.retry(request, attempt, policy.max_attempts, wait, status, error,
+                                  signal)
         return wait if self.testing is None else self._to_sleep(wait)
 
     @staticmethod
@@ -571,8 +589,12 @@ class RetryCall(TimeLeft):
             refused_wait, left = refused
             detail = (f"the next wait of {refused_wait:.3f} s would end past the deadline "
                       f"({max(left, 0.0):.3f} s left)")
-        self._record_attempt(progress, new_attempt(outcome.status, outcome.error, floor, 0.0,
-                                                   signal, refused_wait, self._hedged(progress)))
+        record = new_attempt(outcome.status, outcome.error, floor, 0.0, signal, refused_wait,
+                             self.hedged and self._hedged(progress))
+        if progress.place is None:
+            progress.history.append(record)
+        else:
+            self._record_attempt(progress, record)
         history = tuple(progress.history)
         if progress.hold is not None:
             history = held_first(history, progress.hold.wait, progress.hold.holder)

@@ -46,7 +46,7 @@ from .._policy.deadlines import current as ambient_scope
 from .._policy.observe import SDK_RETRY_WINDOW, Observer, sdk_retry_count
 from .._policy.policy import RetryPolicy
 from .._policy.rules import Outcome, never_final_at_once, signal_free
-from .._wire.http import attach
+from .._wire.http import HEADER_LINES, SIGNAL_FREE, attach
 
 __all__ = ["SAMPLE_MASK", "QuickPath"]
 
@@ -144,9 +144,23 @@ class QuickPath:
         ends = [
             "def ends(request, response):",
             "    status = response.status_code",
-            "    if status in never" + (" or not signal_free(response)"
-                                        if self.reads_quotas else "") + ":",
+            "    if status in never:",
             "        return False",
+        ]
+        if self.reads_quotas:  # signal_free(), called only for a name it may have to judge
+            names["free"] = SIGNAL_FREE
+            ends += [
+                "    try:",
+                f"        for _, key, _ in response.headers.{HEADER_LINES}:",
+                "            if key not in free:",
+                "                if not signal_free(response):",
+                "                    return False",
+                "                break",
+                "    except (AttributeError, TypeError, ValueError):  # headers of another make",
+                "        if not signal_free(response):",
+                "            return False",
+            ]
+        ends += [
             "    try:",
             "        pair = pairs[status]",
             "    except KeyError:  # the status's first answer",

@@ -14,8 +14,8 @@ of a request, the core (``_call/core.py``, ``RetryCall``):
    record shows the wait as ``held`` and the hold's ``holder`` as ``held_by``);
 2. **settles** each ticket with the attempt's ``Outcome`` (``_policy/rules.py``), or with
    ``None`` when the attempt ended without a verdict (cancelled, interrupted, refused by a
-   later guard); and lets the guards that ``learns`` **learn** from a response that is not
-   final at once (one that may carry signals: an origin asking for quiet);
+   later guard); and lets the guards that ``learns`` **learn** from a response whose
+   outcome asks the origin for quiet (``Outcome.quiet``: a server's time to wait);
 3. when the outcome is retryable and the request's own rules allow a retry, asks each guard
    that has a ``reason`` (in the rule order, ``_policy/rules.py``'s ``ORDER``) to **veto**
    the retry: it answers with that stop reason (no retry), or with anything else, which is
@@ -190,8 +190,8 @@ class Guard:
         quick path makes no call view)."""
 
     def learn(self, call: CallView, outcome: Outcome) -> None:
-        """A response outcome that was not final at once (it may carry the server's
-        signals), whatever the ticket."""
+        """A response outcome that asks the origin for quiet (``outcome.quiet`` is not
+        ``None``), whatever the ticket; no other outcome is told."""
 
     def veto(self, call: CallView, outcome: Outcome) -> object:
         """``reason`` to stop the retry that ``outcome`` calls for; anything else lets it be

@@ -52,10 +52,8 @@ class AsyncLoop(_Common):
         stream = request.stream  # as it is before it is sent (it may not be sent again)
         outcome: Response | Exception
         try:
-            if timed:
-                outcome = await self._timed(request)
-            else:
-                outcome = await self._transport.handle_async_request(request)
+            send = self._timed if timed else self._transport.handle_async_request
+            outcome = await send(request)
         except Exception as exc:
             outcome = exc  # judged outside the handler: no later error is chained to it
         else:
@@ -71,7 +69,7 @@ class AsyncLoop(_Common):
         returned, an exception raised): from ``outcome``, the last attempt's (the first,
         sent on the quick path), or with ``outcome`` ``None`` from the next attempt, sent
         after ``wait`` seconds (``None``: at once)."""
-        closes, request = call.closes, call.request
+        closes, request, send = call.closes, call.request, self._transport.handle_async_request
         try:
             while True:
                 if outcome is None:
@@ -79,7 +77,7 @@ class AsyncLoop(_Common):
                         await self._pause(wait, closes)
                     attempt = call.ready or call.attempt_request()  # raises when not to send
                     try:
-                        outcome = await self._send(attempt)
+                        outcome = await (self._timed if self._controller.timed() else send)(attempt)
                     except Exception as exc:
                         outcome = exc
                 if isinstance(outcome, Exception):
@@ -88,19 +86,19 @@ class AsyncLoop(_Common):
                         self._check_failed(request, outcome)
                         raise outcome
                 else:
-                    wait = await self._judge(call, outcome)
+                    if call.policy.retry_body_errors:  # its body read first: it may break
+                        wait = await self._judge(call, outcome)
+                    else:
+                        wait = await self._verdict(call, outcome)
                     if wait is None:
+                        if (self._controller.resume is None
+                                and type(outcome.stream) is self._memory):
+                            return outcome  # in memory, not to resume: nothing to wrap
                         return await self._handed(call, outcome)
                 outcome = None
         except BaseException:  # a cancel or an interrupt mid-attempt: the request back
             call.abandon()
             raise
-
-    async def _send(self, attempt: Request) -> Response:
-        """Send one attempt of a call, timed when the sample says so."""
-        if self._controller.timed():
-            return await self._timed(attempt)
-        return await self._transport.handle_async_request(attempt)
 
     async def _timed(self, request: Request) -> Response:
         """Send ``request``, its latency recorded for its origin."""
@@ -112,14 +110,17 @@ class AsyncLoop(_Common):
         return response
 
     async def _judge(self, call: RetryCall, response: Response) -> float | None:
+        """With ``retry_body_errors``: ``call``'s verdict on ``response``, its body read
+        first; a body that broke is judged as the attempt's error (see :meth:`_verdict`)."""
+        wait = await self._read_body(call, response)
+        if wait is not None:  # the body failed: retried after the wait
+            return wait
+        return await self._verdict(call, response)
+
+    async def _verdict(self, call: RetryCall, response: Response) -> float | None:
         """``call``'s verdict on ``response``: ``None`` to hand it over, else the wait
-        before the next attempt (``response`` drained and closed). With
-        ``retry_body_errors`` its body is read first; a body that broke is judged as the
-        attempt's error. The response of a ``retry_if`` that raised is closed."""
-        if call.policy.retry_body_errors:
-            wait = await self._read_body(call, response)
-            if wait is not None:  # the body failed: retried after the wait
-                return wait
+        before the next attempt (``response`` drained and closed). The response of a
+        ``retry_if`` that raised is closed."""
         try:
             wait = call.on_response(response)
         except BaseException:  # the policy's retry_if raised: the answer is no one's
