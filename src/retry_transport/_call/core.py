@@ -47,7 +47,7 @@ from .._base.models import (
 from .._base.validate import check_attempt_header
 from .._guards.seam import FIRST, HEDGE, RETRY, AttemptKind, Guard, Hold, Refusal
 from .._policy import testmode
-from .._policy.deadlines import Scope, current as ambient_scope
+from .._policy.deadlines import current as ambient_scope
 from .._policy.observe import Observer, display
 from .._policy.policy import compute_backoff
 from .._policy.rules import (
@@ -60,6 +60,7 @@ from .._policy.rules import (
 )
 from .._wire.http import attach, clipped_timeouts, length, origin as origin_of, remember
 from .controller import Controller
+from .progress import Progress
 from .timeleft import MIN_ATTEMPT, TimeLeft
 
 __all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "REFUSED", "Refused", "RetryCall"]
@@ -84,36 +85,6 @@ class Refused(Exception):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
-
-
-class _Progress:
-    """What happened to a request beyond a quick first attempt: created when first needed,
-    so a request that succeeds at once never pays for it. Its fields start as the class's
-    values (a new one sets only what differs: a request that retries pays for no more)."""
-
-    history: list[Attempt]
-    total_wait = 0.0
-    previous: float  # the last backoff (decorrelated jitter builds on it)
-    # What the guards' vetoes answered for the next attempt (by guard index), or None.
-    paid: list[object] | None = None
-    deadline_at: float | None = None  # clock time: the policy's deadline
-    ambient: Scope | None = None  # the ambient deadline (its own clock)
-    body: bool | None = None  # RetryInfo.body_buffered
-    # The caller's extensions, while attempts carry clipped timeouts (deadline).
-    extensions: dict[str, Any] | None = None
-    # Seconds of waiting that testing mode skipped: the deadline still counts them.
-    skipped = 0.0
-    hedges = 0  # hedges sent (RetryInfo.hedges)
-    # Where the next record goes in ``history`` (None: at the end): a hedged try keeps
-    # its attempts in the order they started, whichever answered last.
-    place: int | None = None
-    # A guard's hold before the first attempt (its wait is in total_wait): the first
-    # record shows it when the history is handed over (``held_first``).
-    hold: Hold | None = None
-
-    def __init__(self, base_delay: float) -> None:
-        self.history = []
-        self.previous = base_delay
 
 
 class RetryCall(TimeLeft):
@@ -152,7 +123,7 @@ class RetryCall(TimeLeft):
         # The body as it is before the first attempt: whether it can be sent again is
         # judged from this stream, whatever the inner transport does to the request.
         self.stream = stream if quick else request.stream
-        self._progress: _Progress | None = None
+        self._progress: Progress | None = None
         self._origin: str | None = None
         # The attempt in flight's record: (guard, ticket) for each guard that gave one.
         self._tickets: list[tuple[Guard, object]] | tuple[tuple[Guard, object], ...]
@@ -209,10 +180,10 @@ class RetryCall(TimeLeft):
         if controller.guards:
             self.wait = self._admit(FIRST)
 
-    def _state(self) -> _Progress:
+    def _state(self) -> Progress:
         progress = self._progress
         if progress is None:
-            progress = self._progress = _Progress(self.policy.base_delay)
+            progress = self._progress = Progress(self.policy.base_delay)
         return progress
 
     # -- what the guards read ------------------------------------------------------------
@@ -428,7 +399,9 @@ class RetryCall(TimeLeft):
         progress = self._progress
         if progress is not None and progress.extensions is not None:
             self.request.extensions = progress.extensions  # the caller's own, back on it
-        if final_at_once(response, status, self.policy, controller.quick.reads_quotas):
+        policy = self.policy
+        if (status not in policy.retry_statuses  # (the first thing final_at_once asks)
+                and final_at_once(response, status, policy, controller.quick.reads_quotas)):
             # Nothing to retry, no signal: the shared, immutable outcome of its status.
             info, outcome = controller.final(status)
             pairs = self._tickets
@@ -495,7 +468,9 @@ class RetryCall(TimeLeft):
         """A retryable outcome: the wait before the retry, or ``None`` when a rule stops it."""
         policy = self.policy
         controller = self._controller
-        progress = self._progress or self._state()
+        progress = self._progress
+        if progress is None:
+            progress = self._progress = Progress(policy.base_delay)
         request = self.request
         history = progress.history
         attempt = len(history) + 1
@@ -541,7 +516,7 @@ class RetryCall(TimeLeft):
         return wait if self.testing is None else self._to_sleep(wait)
 
     @staticmethod
-    def _record_attempt(progress: _Progress, record: Attempt) -> None:
+    def _record_attempt(progress: Progress, record: Attempt) -> None:
         """Add the record of the attempt just judged to the history (at ``place``)."""
         place = progress.place
         if place is None:
@@ -550,7 +525,7 @@ class RetryCall(TimeLeft):
             progress.history.insert(place, record)
             progress.place = None
 
-    def _hedged(self, progress: _Progress) -> bool:
+    def _hedged(self, progress: Progress) -> bool:
         """Whether the attempt just judged was a hedge (see ``_hedging.HedgedCall``)."""
         return False
 

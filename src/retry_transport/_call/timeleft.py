@@ -32,7 +32,7 @@ class TimeLeft:
     __slots__ = ()
 
     _controller: Controller
-    _progress: Any  # the call's _core._Progress, or None
+    _progress: Any  # the call's progress.Progress, or None
     request: Any
 
     @property

@@ -379,10 +379,11 @@ def may_retry(outcome: Outcome, policy: RetryPolicy, enabled: bool, method: str,
     if not enabled:
         return DISABLED
     sent = not outcome.never_sent
-    if (sent and not outcome.trusted and not idempotent(method, headers, policy)
+    if (sent and not outcome.trusted and method not in policy.retry_methods
+            and not idempotent(method, headers, policy)
             and outcome.status not in policy.unapplied_statuses):
         return UNSAFE_METHOD
-    if sent and not replayable(stream, flavour):
+    if sent and type(stream) is not flavour.byte_stream and not replayable(stream, flavour):
         return BODY_NOT_REPLAYABLE
     if attempt >= policy.max_attempts:
         return MAX_ATTEMPTS

@@ -69,6 +69,8 @@ _SCENARIO_OPTIONS = ("clients", "capacity", "call_time", "duration", "budget")
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line: the scenario's options, each section's switch, and the policy
+    options that run one configuration instead of the default comparison."""
     parser = argparse.ArgumentParser(
         prog="python -m retry_transport.sim",
         description=(
@@ -716,6 +718,8 @@ def _follows(args: argparse.Namespace, compare_runs: int) -> str:
 
 
 def _default(args: argparse.Namespace, out: list[str]) -> _Frames:
+    """The command without policy options: the retry-storm table at once, then every
+    section's runs (in parallel workers) and their summaries, appended to ``out``."""
     step4 = STEPS[3]
     compare_runs = min(args.compare_runs, args.runs)
     specs = [step4.spec()] + [StormSpec(c.policy, budget=c.budget) for c in COMPARISONS[1:]]

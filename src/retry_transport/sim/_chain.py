@@ -175,6 +175,8 @@ def run_chain(
     urls = [f"http://service-{n}.sim/" for n in range(1, levels)] + ["http://bottom.sim/"]
 
     async def main() -> ChainResult:
+        """The chain in virtual time: each level's servers and clients started, the
+        load offered, the arrivals and outcomes gathered."""
         t0 = trio.current_time()
         arrived: list[list[tuple[int, float]]] = [[] for _ in range(levels)]
         channels = [trio.open_memory_channel[_Call](math.inf) for _ in range(levels)]

@@ -138,6 +138,8 @@ def run_outage(
         raise ValueError(f"outage must be (start, end) with start <= end, got {outage}")
 
     async def main() -> OutageResult:
+        """The outage in virtual time: the service, the clients and their transports run
+        until the load ends; the refusals and the breaker's transitions gathered."""
         t0 = virtual.now()
         service = _OutageService(t0, outage, call_time)
         refusals: list[float] = []

@@ -198,6 +198,8 @@ def run_overload(
              for _ in range(requests)]
 
     async def main() -> OverloadResult:
+        """The overload in virtual time: the bucket-limited service and its clients run
+        until the load ends; the throttle's transitions gathered."""
         t0 = virtual.now()
         service = _BucketService(t0, capacity, burst, times)
         transitions: list[tuple[float, str]] = []
