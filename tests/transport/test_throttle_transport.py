@@ -167,6 +167,25 @@ def test_a_shared_throttle_counts_every_transport(harness: Harness) -> None:
     assert throttle.probability(ORIGIN) == 0.0
 
 
+def test_an_origin_tipped_over_through_one_transport_is_judged_by_every_other(
+        harness: Harness) -> None:
+    """Each transport sends first attempts without asking while no origin could refuse
+    one: an origin tipped over by another transport's answers ends that for all."""
+    throttle = rt.AdaptiveThrottle(rng=Below(), clock=harness.clock)
+    calm, _ = answering(200)
+    busy, _ = answering(503)
+    mine = harness.transport(calm, throttle=throttle, max_attempts=1)
+    theirs = harness.transport(busy, throttle=throttle, max_attempts=1)
+    assert harness.send(mine).status_code == 200
+    for _ in range(2):
+        assert harness.send(theirs).status_code == 503  # 3 requests > 2 * 1 accept
+    with pytest.raises(rt.ThrottledError):
+        harness.send(mine)
+    late = harness.transport(calm, throttle=throttle)  # made while the origin is over
+    with pytest.raises(rt.ThrottledError):
+        harness.send(late)
+
+
 def test_testing_mode_turns_throttles_off_or_forces_them(harness: Harness) -> None:
     handler, seen = answering(200)
     transport = harness.transport(handler, throttle=loaded(harness, 100, 0))

@@ -42,7 +42,7 @@ from .._base.validate import (
 from .._policy.observe import Observer, learned
 from .._stores.memory import MemoryStore
 from .._wire.http import normalise, origin as origin_of
-from .seam import AttemptKind, CallView, Guard, Refusal
+from .seam import AttemptKind, CallView, Guard, Refusal, Waking
 
 if TYPE_CHECKING:
     from .._base.flavour import Request
@@ -185,9 +185,9 @@ class CircuitBreaker:
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
         self._prune_at = PRUNE_AT
-        #: Origins whose breaker is open or half-open (changed under the lock): while 0,
-        #: every request is let through without asking.
-        self.unclosed = 0
+        # Origins whose breaker is open or half-open (changed under the lock): while none
+        # is, every request is let through without asking (each guard's ``idle``).
+        self._waking = Waking()
         self._lock = threading.Lock()
         track(self, "_lock")  # a forked child gets a new lock
         self.store: MemoryStore | None = check_instance(
@@ -196,6 +196,11 @@ class CircuitBreaker:
         self._outgoing: deque[tuple[str, str, float, float]] = deque()
         if store is not None:
             store._join_breaker(self)
+
+    @property
+    def unclosed(self) -> int:
+        """Origins whose breaker is open or half-open now."""
+        return self._waking.count
 
     # -- what users ask ------------------------------------------------------------------
 
@@ -301,7 +306,7 @@ class CircuitBreaker:
                 self._open(entry, now, min(entry.break_for * 2, self.max_break_duration))
                 return self._shared(origin, entry, "breaker_open")
             entry.state = "closed"
-            self.unclosed -= 1
+            self._waking.change(-1)
             entry.break_for = self.break_duration
             entry.fresh_window()
             return self._shared(origin, entry, "breaker_close")
@@ -393,7 +398,7 @@ class CircuitBreaker:
                 if entry is None or entry.state == "closed":
                     return
                 entry.state = "closed"
-                self.unclosed -= 1
+                self._waking.change(-1)
                 entry.break_for = self.break_duration
                 entry.fleet_busy_until = 0.0
                 entry.fresh_window()
@@ -423,12 +428,12 @@ class CircuitBreaker:
                     del origins[origin]
             elif state == "open" and now >= entry.opened_until + self.window:
                 del origins[origin]
-                self.unclosed -= 1
+                self._waking.change(-1)
         self._prune_at = next_prune_at(len(origins))
 
     def _open(self, entry: _Origin, now: float, duration: float) -> None:
         if entry.state == "closed":
-            self.unclosed += 1
+            self._waking.change(1)
         entry.state = "open"
         entry.break_for = duration
         entry.opened_until = now + duration
@@ -484,15 +489,15 @@ class BreakerGuard(Guard):
     health = True
     idle_ticket = 0  # no probe
 
+    #: Every origin's breaker is closed: every request is let through (kept so by the
+    #: breaker, under its lock, whichever transport's request opened or closed one).
+    idle: bool
+
     def __init__(self, breaker: CircuitBreaker, observer: Observer) -> None:
         self.breaker = breaker
         self.observer = observer  # the transport's: it tells of the transitions it causes
-
-    @property
-    def idle(self) -> bool:
-        """Every origin's breaker is closed: every request is let through."""
-        return self.breaker.unclosed == 0
-
+        with breaker._lock:
+            breaker._waking.join(self)
 
     def admit(self, call: CallView, kind: AttemptKind, paid: object) -> object:
         """The ticket is the half-open period the attempt probes (0: no probe), or ``None``

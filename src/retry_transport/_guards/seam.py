@@ -26,7 +26,8 @@ A guard that is ``idle`` (it has nothing to check: it would only answer its ``id
 is not asked to admit a first attempt; when every guard is idle, the drivers send the first
 attempt without a call at all (``_call/quick.py``), and an answer final at once is settled by
 ``settle_idle``, told the request alone, or for a success by the guard's ``count_success``, a
-lock-free counter.
+lock-free counter. ``idle`` is read as one attribute: a component that several transports
+share (a breaker, a throttle) keeps its guards' ``idle`` in step through :class:`Waking`.
 
 Per-attempt state lives in the tickets, never in the guard or in fields of the call, so two
 attempts of one request may be in flight at once. A guard reads the request through the
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import random
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
     from .._policy.testmode import TestingLog
 
 __all__ = ["FIRST", "HEDGE", "RETRY", "AttemptKind", "CallView", "ErrorKind", "Guard", "Hold",
-           "Refusal"]
+           "Refusal", "Waking"]
 
 
 class AttemptKind(enum.Enum):
@@ -201,3 +203,42 @@ class Guard:
     def refund(self, call: CallView, paid: object) -> None:
         """The retry this guard's veto answered ``paid`` for is not sent after all (an
         earlier guard refused it): give back what the veto took."""
+
+
+class _Idles(Protocol):
+    """A guard whose ``idle`` is an attribute (:class:`Waking` sets it)."""
+
+    idle: bool
+
+
+class Waking:
+    """What keeps the guards of a shared component (a breaker, a throttle, which several
+    transports may share, each with a guard of its own) from being idle: a count of its
+    origins that could refuse an attempt (an open breaker, a throttle over its ratio). Each
+    guard that :meth:`join` s has its ``idle`` attribute kept equal to ``count == 0``, so
+    that the quick path reads one attribute, no property.
+
+    Guarded by the component's lock: :meth:`join` and :meth:`change` are called under it;
+    ``count`` and a guard's ``idle`` are read without it (one attribute each: a read that
+    races with a change sees the value before it or after it)."""
+
+    __slots__ = ("_guards", "count")
+
+    def __init__(self) -> None:
+        #: Origins that keep the guards from being idle (changed under the lock).
+        self.count = 0
+        self._guards: weakref.WeakSet[_Idles] = weakref.WeakSet()
+
+    def join(self, guard: _Idles) -> None:
+        """``guard``'s ``idle`` follows the count from now on (under the lock)."""
+        self._guards.add(guard)
+        guard.idle = self.count == 0
+
+    def change(self, by: int) -> None:
+        """The count moves ``by`` (under the lock): the guards are told when it leaves or
+        reaches 0."""
+        before = self.count
+        self.count = after = before + by
+        if (before == 0) is not (after == 0):
+            for guard in self._guards:
+                guard.idle = after == 0

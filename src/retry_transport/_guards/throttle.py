@@ -49,7 +49,7 @@ from .._base.validate import (
 )
 from .._policy.observe import Observer
 from .._wire.http import normalise, origin as origin_of
-from .seam import FIRST, RETRY, AttemptKind, CallView, Guard, Refusal
+from .seam import FIRST, RETRY, AttemptKind, CallView, Guard, Refusal, Waking
 
 if TYPE_CHECKING:
     from .._base.flavour import Request
@@ -111,8 +111,8 @@ class AdaptiveThrottle:
     the lock is held only for a few counter updates, never across a wait.
     """
 
-    __slots__ = ("__weakref__", "_bucket", "_lock", "_origins", "_prune_at", "clock", "hooks",
-                 "hot", "k", "reject_statuses", "rng", "window")
+    __slots__ = ("__weakref__", "_bucket", "_lock", "_origins", "_prune_at", "_waking", "clock",
+                 "hooks", "k", "reject_statuses", "rng", "window")
 
     def __init__(
         self,
@@ -134,10 +134,9 @@ class AdaptiveThrottle:
         self.hooks = check_hooks(hooks)
         self._bucket = self.window / _BUCKETS
         self._origins: dict[str, _Origin] = {}
-        #: Origins whose counts could refuse an attempt (requests > k * accepts): while
-        #: none does, a transport sends first attempts without asking (read without the
-        #: lock; an attempt that races with an origin tipping over is judged by the next).
-        self.hot = 0
+        # Origins whose counts could refuse an attempt (requests > k * accepts): while none
+        # does, a transport sends first attempts without asking (each guard's ``idle``).
+        self._waking = Waking()
         self._prune_at = PRUNE_AT
         self._lock = threading.Lock()
         track(self, "_lock")  # a forked child gets a new lock
@@ -147,6 +146,13 @@ class AdaptiveThrottle:
             f"AdaptiveThrottle(k={self.k:g}, window={self.window:g}, "
             f"reject_statuses={sorted(self.reject_statuses)})"
         )
+
+    @property
+    def hot(self) -> int:
+        """Origins whose counts could refuse an attempt now (requests > k * accepts): while
+        none is, first attempts go without asking (read without the lock; an attempt that
+        races with an origin tipping over is judged by the next)."""
+        return self._waking.count
 
     # -- what users ask ------------------------------------------------------------------
 
@@ -246,7 +252,7 @@ class AdaptiveThrottle:
         for origin, entry in list(origins.items()):
             if current - entry.index > _BUCKETS:
                 if entry.over:
-                    self.hot -= 1
+                    self._waking.change(-1)
                 del origins[origin]
         self._prune_at = next_prune_at(len(origins))
 
@@ -290,7 +296,7 @@ class AdaptiveThrottle:
         over = entry.requests > self.k * entry.accepts
         if over is not entry.over:
             entry.over = over
-            self.hot += 1 if over else -1
+            self._waking.change(1 if over else -1)
 
 
 def _statuses(value: object) -> frozenset[int]:
@@ -313,16 +319,16 @@ class ThrottleGuard(Guard):
     health = True
     idle_ticket = _SENT  # a first attempt let through: its outcome is counted
 
+    #: No origin's counts could refuse an attempt: first attempts go without asking (kept
+    #: so by the throttle, under its lock, whichever transport's attempt tipped one over).
+    idle: bool
+
     def __init__(self, throttle: AdaptiveThrottle, observer: Observer) -> None:
         self.throttle = throttle
         self.observer = observer
         self.refused = counter()  # refusals, for the stats
-
-    @property
-    def idle(self) -> bool:
-        """No origin's counts could refuse an attempt: first attempts go without asking."""
-        return self.throttle.hot == 0
-
+        with throttle._lock:
+            throttle._waking.join(self)
 
     def _judge(self, call: CallView, attempt: int) -> float | None:
         """The probability attempt ``attempt`` was refused with, or ``None`` (it goes)."""
