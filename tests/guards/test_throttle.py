@@ -458,6 +458,89 @@ def test_exact_counts_under_threads() -> None:
     assert sum(sent) == threads * per_thread  # every attempt accepted: none refused
 
 
+class CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def __enter__(self) -> bool:
+        self.taken += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
+
+
+def test_accepts_in_the_current_bucket_take_no_lock() -> None:
+    clock = Clock(1000.0)  # the start of a bucket of 1 s
+    t = throttle(clock, window=_BUCKETS * 1.0)
+    t.record(A, True)  # the origin's first count makes its entry, under the lock
+    lock = CountingLock()
+    t._lock = lock  # type: ignore[assignment]
+    for _ in range(1000):
+        t.record(A, True)
+    assert lock.taken == 0
+    t.record(A, False)  # a request alone takes the lock, the accepts counted first
+    assert lock.taken == 1
+    assert t.counts(A) == (1002, 1001)
+    clock.now += 1.0  # the next bucket: its first accept takes the lock
+    t.record(A, True)
+    t.record(A, True)
+    assert lock.taken == 3
+
+
+def test_an_accept_that_may_cool_an_origin_takes_the_lock() -> None:
+    """While an origin could refuse, an accept is counted at once: the one that brings it
+    back under the ratio lets first attempts go without asking from then on."""
+    t = throttle(Clock(), window=10.0)
+    fill(t, 3, 1)  # 3 > 2 * 1: over
+    assert t.hot == 1
+    lock = CountingLock()
+    t._lock = lock  # type: ignore[assignment]
+    t.record(A, True)  # 4 <= 2 * 2
+    assert (lock.taken, t.hot) == (1, 0)
+    t.record(A, True)  # no longer over: without the lock
+    assert lock.taken == 1
+    assert t.counts(A) == (5, 3)
+
+
+def test_accepts_without_the_lock_and_counts_under_it_from_many_threads() -> None:
+    """Accepts counted without the lock while another thread's rejections fold them in under
+    it: none is lost or counted twice."""
+    clock = Clock()
+    t = throttle(clock, window=10.0)
+    t.record(A, True)
+    per_thread, threads = 2500, 4
+    barrier = threading.Barrier(threads + 1)
+
+    def accept() -> None:
+        barrier.wait()
+        for _ in range(per_thread):
+            t.record(A, True)
+
+    def reject() -> None:
+        barrier.wait()
+        for _ in range(per_thread):
+            t.record(A, False)
+
+    workers = [threading.Thread(target=accept) for _ in range(threads)]
+    workers.append(threading.Thread(target=reject))
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often, inside the throttle's methods too
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+    accepts = 1 + threads * per_thread
+    assert t.counts(A) == (accepts + per_thread, accepts)
+    assert t.hot == 0
+
+
 @pytest.mark.anyio
 async def test_exact_counts_under_tasks() -> None:
     t = AdaptiveThrottle(rng=random.Random(5), clock=Clock())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -29,6 +30,21 @@ class Below(random.Random):
     def random(self) -> float:
         self.draws += 1
         return 0.0
+
+
+class CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def __enter__(self) -> bool:
+        self.taken += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
 
 
 def loaded(harness: Harness, requests: int, accepts: int, **kwargs: Any) -> Any:
@@ -184,6 +200,21 @@ def test_an_origin_tipped_over_through_one_transport_is_judged_by_every_other(
     late = harness.transport(calm, throttle=throttle)  # made while the origin is over
     with pytest.raises(rt.ThrottledError):
         harness.send(late)
+
+
+def test_successes_are_counted_without_the_throttles_lock(harness: Harness) -> None:
+    """What the throttle adds to a success while no origin could refuse: a count without
+    its lock, in the counts at the next read."""
+    throttle = rt.AdaptiveThrottle(clock=harness.clock)
+    handler, _ = answering(200)
+    transport = harness.transport(handler, throttle=throttle)
+    harness.send(transport)  # the origin's first count makes its entry, under the lock
+    lock = CountingLock()
+    throttle._lock = lock
+    for _ in range(5):
+        harness.send(transport)
+    assert lock.taken == 0
+    assert throttle.counts(ORIGIN) == (6, 6)
 
 
 def test_testing_mode_turns_throttles_off_or_forces_them(harness: Harness) -> None:

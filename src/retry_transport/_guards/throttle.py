@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
-from .._base.counting import PRUNE_AT, counter, next_prune_at
+from .._base.counting import LOCK_FREE, PRUNE_AT, Tally, counter, next_prune_at
 from .._base.fork import track
 from .._base.models import THROTTLED, RetryEvent
 from .._base.validate import (
@@ -65,13 +65,15 @@ __all__ = ["AdaptiveThrottle", "ThrottleGuard"]
 #: change, once per bucket and origin, touches at most twenty slots.
 _BUCKETS: Final = 20
 
+_NEVER: Final = float("-inf")
 
 
 class _Origin:
-    """One origin's counts over the window. Guarded by the throttle's lock."""
+    """One origin's counts over the window. Guarded by the throttle's lock, but for
+    ``accepted``."""
 
-    __slots__ = ("accepts", "index", "over", "past_accepts", "past_requests", "requests",
-                 "ring", "until")
+    __slots__ = ("accepted", "accepts", "index", "over", "past_accepts", "past_requests",
+                 "quick_until", "requests", "ring", "until")
 
     def __init__(self, index: int, until: float) -> None:
         self.index = index  # the current bucket: int(clock // bucket)
@@ -85,6 +87,14 @@ class _Origin:
         # its requests there, its accepts at ``_BUCKETS + i % _BUCKETS``.
         self.ring = [0] * (2 * _BUCKETS)
         self.over = False  # requests > k * accepts: an attempt may be refused
+        # Accepts (each also a request) counted without the lock (``next(accepted)``),
+        # folded into the current bucket under the lock (``_fold``) before anything reads
+        # the counts. Allowed while the clock is below ``quick_until``: the end of the
+        # current bucket, while the origin is not over (an accept never tips it over, k
+        # being >= 1). A thread that loses the CPU between that check and its count, as
+        # the bucket ends, counts in the next bucket: kept one bucket longer.
+        self.accepted = Tally()
+        self.quick_until = until if LOCK_FREE else _NEVER
 
 
 class AdaptiveThrottle:
@@ -107,8 +117,10 @@ class AdaptiveThrottle:
         hooks: callables given a ``RetryEvent`` for what the throttle does (the transport
             whose attempt it refused tells its own hooks too).
 
-    Every attempt counts, retries included. The counts are exact under threads and tasks;
-    the lock is held only for a few counter updates, never across a wait.
+    Every attempt counts, retries included. The counts are exact under threads and tasks:
+    an accept while the origin is not over is counted without the lock (one C-level
+    increment), and added to the counts, under the lock, before anything reads them; other
+    counts take the lock, held only for a few counter updates, never across a wait.
     """
 
     __slots__ = ("__weakref__", "_bucket", "_lock", "_origins", "_prune_at", "_waking", "clock",
@@ -149,9 +161,11 @@ class AdaptiveThrottle:
 
     @property
     def hot(self) -> int:
-        """Origins whose counts could refuse an attempt now (requests > k * accepts): while
-        none is, first attempts go without asking (read without the lock; an attempt that
-        races with an origin tipping over is judged by the next)."""
+        """Origins whose counts could refuse an attempt now (requests > k * accepts), as
+        of the last count taken under the lock: while none is, first attempts go without
+        asking (read without the lock; an attempt that races with an origin tipping over
+        is judged by the next). An accept counted without the lock on an origin that
+        tipped over meanwhile cools it only when the counts are next read."""
         return self._waking.count
 
     # -- what users ask ------------------------------------------------------------------
@@ -173,8 +187,7 @@ class AdaptiveThrottle:
             entry = self._origins.get(origin)
             if entry is None:
                 return 0, 0
-            if now >= entry.until:
-                self._advance(entry, now)
+            self._fold(entry, now)
             return entry.requests, entry.accepts
 
     def accepts_status(self, status: int) -> bool:
@@ -199,8 +212,8 @@ class AdaptiveThrottle:
             entry = self._origins.get(origin)
             if entry is None:
                 entry = self._new(origin, now)
-            elif now >= entry.until:
-                self._advance(entry, now)
+            else:
+                self._fold(entry, now)
             requests = entry.requests
             if forced is None:
                 excess = requests - self.k * entry.accepts
@@ -220,20 +233,40 @@ class AdaptiveThrottle:
     def record(self, origin: str, accepted: bool) -> None:
         """The outcome of an attempt :meth:`decide` let go: a request, and with
         ``accepted`` (an answer whose status :meth:`accepts_status` accepts) an accept; a
-        status in ``reject_statuses`` or a transient transport error is a request alone."""
+        status in ``reject_statuses`` or a transient transport error is a request alone.
+
+        The usual case, an accept in the current bucket of an origin that is not over, is
+        counted without the lock."""
         now = self.clock()
+        if accepted:
+            entry = self._origins.get(origin)
+            if entry is not None and now < entry.quick_until:
+                next(entry.accepted)
+                return
         with self._lock:
             entry = self._origins.get(origin)
             if entry is None:  # its request left the window, and the origin was forgotten
                 entry = self._new(origin, now)
-            elif now >= entry.until:
-                self._advance(entry, now)
+            else:
+                self._fold(entry, now)
             entry.requests += 1
             if accepted:
                 entry.accepts += 1
             self._mark(entry)
 
     # -- inside the lock ----------------------------------------------------------------
+
+    def _fold(self, entry: _Origin, now: float) -> None:
+        """Bring ``entry`` up to ``now``: the accepts counted without the lock go into its
+        current bucket (they were counted before its end), then the window moves on if
+        that bucket is over."""
+        pending = entry.accepted.take()
+        if pending:
+            entry.requests += pending
+            entry.accepts += pending
+            self._mark(entry)
+        if now >= entry.until:
+            self._advance(entry, now)
 
     def _new(self, origin: str, now: float) -> _Origin:
         """A new origin's counts; first, now and then, forget the origins with nothing left
@@ -292,11 +325,13 @@ class AdaptiveThrottle:
         self._mark(entry)
 
     def _mark(self, entry: _Origin) -> None:
-        """Keep ``hot`` in step with ``entry``'s counts (under the lock)."""
+        """Keep ``hot`` and whether an accept may be counted without the lock in step with
+        ``entry``'s counts (under the lock)."""
         over = entry.requests > self.k * entry.accepts
         if over is not entry.over:
             entry.over = over
             self._waking.change(1 if over else -1)
+        entry.quick_until = _NEVER if over or not LOCK_FREE else entry.until
 
 
 def _statuses(value: object) -> frozenset[int]:
@@ -359,7 +394,18 @@ class ThrottleGuard(Guard):
             self._count(call.origin, outcome)
 
     def settle_idle(self, request: Request, outcome: Outcome) -> None:
-        self._count(origin_of(request.url), outcome)
+        """Most often an accept in the current bucket of an origin that is not over:
+        counted without the lock or a call (:meth:`AdaptiveThrottle.record`'s usual case,
+        written out)."""
+        origin = origin_of(request.url)
+        throttle = self.throttle
+        status = outcome.status
+        if status is not None and status not in throttle.reject_statuses:
+            entry = throttle._origins.get(origin)
+            if entry is not None and throttle.clock() < entry.quick_until:
+                next(entry.accepted)
+                return
+        self._count(origin, outcome)
 
     def _count(self, origin: str, outcome: Outcome) -> None:
         """A response counts (an accept unless its status is a reject status); so does a
