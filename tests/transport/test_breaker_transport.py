@@ -45,6 +45,21 @@ class Server:
         raise outcome()
 
 
+class CountingLock:
+    """A lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def __enter__(self) -> bool:
+        self.taken += 1
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
+
+
 def make_breaker(harness: Harness, **kwargs: Any) -> rt.CircuitBreaker:
     kwargs.setdefault("min_requests", 3)
     kwargs.setdefault("failure_ratio", 0.5)
@@ -832,6 +847,27 @@ def test_shared_by_a_sync_and_an_async_transport(harness: Harness) -> None:
     assert breaker.state(URL) == "open"
     refused(harness, mine)
     assert server.calls == 3 + 1 + 1 + 2
+
+
+def test_successes_of_a_closed_breaker_are_counted_without_its_lock(
+        harness: Harness) -> None:
+    """What a closed breaker adds to a success: a count without its lock, in the window
+    at the next outcome (3 successes, then 3 failures: 3 of 6 opens it, not before)."""
+    server = Server()
+    breaker = make_breaker(harness, min_requests=6)
+    transport = harness.transport(server, breaker=breaker)
+    harness.send(transport)  # the origin's first outcome makes its entry, under the lock
+    lock = CountingLock()
+    breaker._lock = lock  # type: ignore[assignment]
+    for _ in range(2):
+        harness.send(transport)
+    assert lock.taken == 0
+    server.outcome = 500
+    for _ in range(2):
+        harness.send(transport)
+    assert breaker.state(URL) == "closed"
+    harness.send(transport)
+    assert breaker.state(URL) == "open"
 
 
 # -- testing mode ------------------------------------------------------------------------

@@ -97,7 +97,9 @@ class _Origin:
         # Successes counted without the lock (``next(successes)``), folded into the window
         # under the lock (``take_successes``) before anything reads it.
         # Allowed while the clock is below ``quick_until``: the end of the current bucket,
-        # while the breaker is closed and no success could open it.
+        # while the breaker is closed and no success could open it. A thread that loses
+        # the CPU between that check and its count, as the bucket ends, counts in the next
+        # bucket: kept one bucket longer.
         self.successes = Tally()
         self.quick_until = _NEVER
 
@@ -538,8 +540,21 @@ class BreakerGuard(Guard):
                        outcome.error)
 
     def settle_idle(self, request: Request, outcome: Outcome) -> None:
+        """Most often a success of a closed breaker in its current bucket: counted without
+        the lock or a call (:meth:`CircuitBreaker.record`'s usual case, written out)."""
         origin = origin_of(request.url)
-        transitions = self.breaker.record(origin, outcome.failure is True)
+        breaker = self.breaker
+        failure = outcome.failure is True
+        if not failure:
+            try:
+                entry = breaker._origins[origin]
+            except KeyError:  # the origin's first outcome, or its first since it was forgotten
+                pass
+            else:
+                if breaker.clock() < entry.quick_until:
+                    next(entry.successes)
+                    return
+        transitions = breaker.record(origin, failure)
         if transitions:
             self._tell(transitions, request, origin, 1, outcome.status, None)
 

@@ -401,10 +401,14 @@ class ThrottleGuard(Guard):
         throttle = self.throttle
         status = outcome.status
         if status is not None and status not in throttle.reject_statuses:
-            entry = throttle._origins.get(origin)
-            if entry is not None and throttle.clock() < entry.quick_until:
-                next(entry.accepted)
-                return
+            try:
+                entry = throttle._origins[origin]
+            except KeyError:  # the origin's first count, or its first since it was forgotten
+                pass
+            else:
+                if throttle.clock() < entry.quick_until:
+                    next(entry.accepted)
+                    return
         self._count(origin, outcome)
 
     def _count(self, origin: str, outcome: Outcome) -> None:
