@@ -268,6 +268,22 @@ def test_the_breaker_is_per_origin(harness: Harness) -> None:
     assert error.origin == ORIGIN
 
 
+def test_one_hosts_origins_stay_apart_whatever_the_order(harness: Harness) -> None:
+    """A host called at several origins (another scheme, another port), in turns: each
+    request is judged by its own origin's breaker, however the last one was spelt."""
+    server = Server()
+    breaker = make_breaker(harness)
+    transport = harness.transport(server, breaker=breaker)
+    trip(harness, transport, server, breaker)
+    server.outcome = 200
+    for _ in range(2):
+        for url in ("http://api.example.com/", "https://api.example.com:8443/",
+                    "http://api.example.com:443/"):
+            assert harness.send(transport, url=url).status_code == 200
+        assert refused(harness, transport).origin == ORIGIN
+    assert breaker.state("http://api.example.com:443") == "closed"
+
+
 def test_ipv6_origin(harness: Harness) -> None:
     server = Server(500)
     breaker = make_breaker(harness, min_requests=1, failure_ratio=1.0)

@@ -64,24 +64,42 @@ HEADER_LINES: Final = "_list"
 
 _ORIGINS: dict[tuple[object, ...], str] = {}
 _ORIGINS_MAX: Final = 4096
+#: The last origin looked up the long way for each host, with the scheme and port it was
+#: spelt from, for the usual case of a host called at one origin: found by the host alone
+#: (a string keeps its hash), then checked, with no key to build. Cleared with
+#: ``_ORIGINS``.
+_HOSTS: dict[str, tuple[str, object, str]] = {}
 
 
 def origin(url: URL) -> str:
     """The origin of a URL of either flavour, as ``scheme://host:port``."""
     # httpx and httpx2 keep a URL's parts in a tuple, (scheme, userinfo, host, port, ...),
-    # the host lower-case and IDNA-encoded: its first four make a key at once, where the
-    # URL's properties would each work something out.
+    # the host lower-case and IDNA-encoded: read at once, where the URL's properties would
+    # each work something out.
     try:
         parts = url._uri_reference  # URL_PARTS, read as an attribute: the cheaper way here
-    except AttributeError:
-        parts = None
+        scheme, port, spelt = _HOSTS[parts[2]]
+        if parts[0] == scheme and parts[3] == port:
+            return spelt
+    except (AttributeError, LookupError, TypeError):  # not such a tuple, or a new host
+        pass
+    return _look_up(url)
+
+
+def _look_up(url: URL) -> str:
+    """:func:`origin` beyond the usual case: by the URL's first four parts (or, without
+    them, its properties), spelt out the first time."""
+    parts = getattr(url, URL_PARTS, None)
     key = parts[:4] if isinstance(parts, tuple) else (url.scheme, url.raw_host, url.port)
     spelt = _ORIGINS.get(key)
     if spelt is None:
         spelt = _spell(url.scheme, url.host, url.port)
         if len(_ORIGINS) >= _ORIGINS_MAX:
             _ORIGINS.clear()
+            _HOSTS.clear()
         _ORIGINS[key] = spelt
+    if isinstance(parts, tuple):
+        _HOSTS[parts[2]] = parts[0], parts[3], spelt
     return spelt
 
 
