@@ -5,7 +5,8 @@ over ``MockTransport`` answering 200, side by side in one run::
     python benchmarks/throttle.py
 
 While no origin's counts could refuse an attempt, first attempts go without asking the
-throttle; each outcome is still counted (the origin, and the throttle's lock).
+throttle; each outcome is still counted (the origin spelt out, and an accept counted without
+the throttle's lock).
 """
 
 from __future__ import annotations
