@@ -51,6 +51,7 @@ TABLE: tuple[tuple[str, str], ...] = (
     (r"from \._async_loop import", "from ._sync_loop import"),
     (r"from \._async_hedging import", "from ._sync_hedging import"),
     (r"from \._async_resume import", "from ._sync_resume import"),
+    (r"from \.hedge_async import", "from .hedge_sync import"),
 )
 
 #: What no sync code may hold: an async construct the table missed.

@@ -525,11 +525,11 @@ def test_close_returns_after_an_interrupt_as_an_attempt_was_handed_to_a_worker(
     import sys
     import types
 
-    from retry_transport._io import hedge_loops as _hedge_loops
+    from retry_transport._io import hedge_workers as _hedge_workers
 
-    source, first = inspect.getsourcelines(_hedge_loops.Workers.submit)
+    source, first = inspect.getsourcelines(_hedge_workers.Workers.submit)
     target = first + next(n for n, text in enumerate(source) if text.strip() == line)
-    code = _hedge_loops.Workers.submit.__code__
+    code = _hedge_workers.Workers.submit.__code__
     armed = [line == "thread.start()"]  # a new worker's start: the first request's
 
     def local(frame: types.FrameType, event: str, arg: object) -> Any:
@@ -564,7 +564,7 @@ def test_close_returns_after_an_interrupt_as_an_attempt_was_handed_to_a_worker(
 
 def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from retry_transport._io import hedge_loops as _hedge_loops
+    from retry_transport._io import hedge_workers as _hedge_workers
 
     threads: list[threading.Thread] = []
 
@@ -572,7 +572,7 @@ def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
         threads.append(threading.current_thread())
         return httpx.Response(200)
 
-    monkeypatch.setattr(_hedge_loops, "HEDGE_WORKERS", 0)
+    monkeypatch.setattr(_hedge_workers, "HEDGE_WORKERS", 0)
     transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(DELAY))
     response = transport.handle_request(httpx.Request("GET", URL))
     assert response.status_code == 200
@@ -581,7 +581,7 @@ def test_with_every_worker_busy_a_request_goes_unhedged_on_its_own_thread(
 
 
 def test_with_one_worker_no_hedge_waits_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from retry_transport._io import hedge_loops as _hedge_loops
+    from retry_transport._io import hedge_workers as _hedge_workers
 
     seen: list[int] = []
 
@@ -590,7 +590,7 @@ def test_with_one_worker_no_hedge_waits_for_one(monkeypatch: pytest.MonkeyPatch)
         threading.Event().wait(SLOW)  # several hedging delays
         return httpx.Response(200)
 
-    monkeypatch.setattr(_hedge_loops, "HEDGE_WORKERS", 1)
+    monkeypatch.setattr(_hedge_workers, "HEDGE_WORKERS", 1)
     transport = rt.RetryTransport(httpx.MockTransport(handler), hedging=rt.Hedging(DELAY))
     assert transport.handle_request(httpx.Request("GET", URL)).status_code == 200
     assert seen == [1] and transport.stats.hedges == 0
@@ -598,7 +598,7 @@ def test_with_one_worker_no_hedge_waits_for_one(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_closed_transports_tries_start_no_more_attempts() -> None:
-    from retry_transport._io.hedge_loops import Workers
+    from retry_transport._io.hedge_workers import Workers
 
     workers = Workers()
     generation = workers.generation

@@ -1,7 +1,7 @@
 """The decisions of a hedged try: several attempts of one request in flight at once.
 
-See ``_hedging`` for the rules. Sans-I/O: :class:`HedgedCall` says which attempt to start
-and what an outcome means; ``_hedge_loops`` does the I/O.
+See ``hedging`` for the rules. Sans-I/O: :class:`HedgedCall` says which attempt to start
+and what an outcome means; ``_io/hedge_sync.py`` and ``_io/hedge_async.py`` do the I/O.
 """
 
 from __future__ import annotations

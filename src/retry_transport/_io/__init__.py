@@ -4,6 +4,8 @@
 loop of a transport with hedging, written once) and ``_sync_hedging`` (its generated
 twin), ``_async_resume`` (a body that resumes itself after a break, written once) and
 ``_sync_resume`` (its generated twin), ``_common`` (what both drivers share),
-``hedge_loops`` (a hedged try's threads or tasks), ``bodies`` (buffering and draining
+``hedge_shared`` (what a hedged try's I/O keeps alike on both drivers), ``hedge_sync``
+(a sync hedged try, on worker threads), ``hedge_workers`` (those threads),
+``hedge_async`` (an async hedged try, in tasks), ``bodies`` (buffering and draining
 bodies) and ``transports`` (the httpx binding: ``RetryTransport``,
 ``AsyncRetryTransport`` and httpx's errors)."""

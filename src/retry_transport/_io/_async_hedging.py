@@ -5,9 +5,10 @@ and ``_sync_hedging.py`` is generated from it by ``python scripts/unasync.py``, 
 A transport built with ``hedging=`` runs this loop (its class is its flavour's transport
 with :class:`AsyncHedgingLoop` mixed in, chosen once when it is built: ``drivers.py``); one
 without runs ``_async_loop.py``'s, which names no race. A request that may not be hedged
-goes as without hedging. Any other's first try is raced (``hedge_loops.py``: the worker
-threads or the tasks that run its attempts, the delays); when every attempt of the try
-failed retryably, the call's retries are the plain loop's (:meth:`AsyncLoop._attempts`).
+goes as without hedging. Any other's first try is raced (its attempts in tasks,
+``hedge_async.py``, or on worker threads, ``hedge_sync.py``, and the delays); when every
+attempt of the try failed retryably, the call's retries are the plain loop's
+(:meth:`AsyncLoop._attempts`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ._async_loop import AsyncLoop
 if TYPE_CHECKING:
     from .._base.flavour import Request, Response
     from .._call.hedged_call import HedgedCall
-    from .hedge_loops import AsyncHedger, Ended, Raced
+    from .hedge_async import AsyncHedger
+    from .hedge_shared import Ended, Raced
 
 __all__ = ["AsyncHedgingLoop"]
 

@@ -49,7 +49,10 @@ from ._common import _PUBLIC, _check_request
 from ._sync_hedging import SyncHedgingLoop
 from ._sync_loop import SyncLoop
 from .bodies import aclose as aclose_response, adrain, drain
-from .hedge_loops import AsyncHedger, Ended, SyncHedger, Workers, sync_try
+from .hedge_async import AsyncHedger
+from .hedge_shared import Ended
+from .hedge_sync import SyncHedger, SyncTry
+from .hedge_workers import Workers
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
     from typing_extensions import Self, Unpack
@@ -300,8 +303,9 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
     def _hedged_try(self, call: HedgedCall) -> Ended:
         """Run the first try of a hedged ``call`` on the workers: how it ended, or
         ``(None, None)`` when no worker is free (its attempts then go unhedged, at once)."""
-        return sync_try(call, self._transport, self._workers, self._record,
-                        self._lap) or (None, None)
+        workers = self._workers
+        return SyncTry(call, self._transport, workers, self._record, self._lap,
+                       workers.generation).run() or (None, None)
 
     def _drain(self, response: Response) -> None:
         """Read a discarded response's body, within ``DRAIN_MAX_SECONDS`` of the clock."""

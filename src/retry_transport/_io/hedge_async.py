@@ -1,0 +1,599 @@
+"""An async transport's hedged tries, in tasks.
+
+On asyncio a try's first attempt runs in the caller's own task under a timer of the event
+loop (:class:`_Race`); a task group starts only when a hedge is due. Trio has no timer of
+that kind: its tries run in a task group from the start (:class:`GroupedTry`). The hedging
+delay is waited on the event loop's timer (virtual under trio's ``MockClock``); the
+transport's ``clock`` times each attempt's latency. An attempt that answers after the try
+is over has its response closed after the task group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import collections
+import contextvars
+import math
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import anyio
+import anyio.lowlevel
+
+from .._base.flavour import Flavour, Response
+from .._call.hedged_call import HedgedCall, Slot
+from .._wire.http import origin as origin_of
+from .hedge_shared import Ended, Raced, ended
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from .._base.flavour import Request
+    from .._call.controller import Controller
+    from .._call.hedging import Hedging
+
+__all__ = ["AsyncHedger", "GroupedTry", "close_all"]
+
+#: Whether an asyncio task's own cancellation can be told from one sent to it and taken
+#: back (``Task.uncancel``, new in 3.11): a hedged try's first attempt may then run in the
+#: caller's task (:class:`_Race`); before it, tries run in a task group.
+_UNCANCEL: Final = sys.version_info >= (3, 11)
+
+
+async def close_all(responses: list[Response], flavour: Flavour,
+                     aclose: Callable[[Response, Flavour], Awaitable[None]]) -> None:
+    """Close every one of ``responses``, shielded from anyio's cancellation; a native
+    asyncio cancellation reaches through the shield, so the rest are still closed and the
+    first exception is raised again at the end."""
+    error: BaseException | None = None
+    for response in responses:
+        try:
+            with anyio.CancelScope(shield=True):
+                await aclose(response, flavour)
+        except BaseException as exc:
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error
+
+
+#: What an async attempt's task reports when it leaves the client's own pool.
+_SENT: Final = object()
+
+
+def _on_the_wire(call: HedgedCall, slot: Slot, clock: Callable[[], float],
+                 report: Callable[[tuple[Slot, Any]], None]) -> None:
+    """Have ``slot`` tell ``call`` and ``report`` when it leaves the client's own pool for
+    the wire: the inner transport's first trace event (httpcore sends none while a request
+    waits for a connection); then the caller's own trace callback, if any, as before."""
+    extensions = slot.request.extensions  # the slot's own copy (``RetryCall._label_attempt``)
+    theirs = extensions.get("trace")
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if slot.sent is None:
+            call.sent(slot, clock())
+            report((slot, _SENT))
+        if theirs is not None:
+            await theirs(name, info)
+
+    extensions["trace"] = trace
+
+
+class AsyncHedger:
+    """An async transport's hedged tries: what they need of the transport, kept once.
+
+    On asyncio a try's first attempt runs in the caller's own task under a timer of the
+    event loop (:class:`_Race`): a try answered before its hedging delay costs the timer,
+    and a task group starts only when a hedge is due. Trio has no timer of that kind: its
+    tries run in a task group from the start (:class:`GroupedTry`).
+
+    ``pooled``: the inner transport keeps a pool of connections and traces each request
+    (httpx's own): an attempt still waiting for a connection of the client's own pool is
+    not on the wire, so no hedge's delay runs for it, its latency is timed from when it
+    leaves the pool, and a hedge that never left it is no hedge (not counted, its cost
+    given back). Other transports send at once."""
+
+    __slots__ = ("_due", "_handle", "_loop", "aclose", "clock", "controller", "flavour",
+                 "hedging", "loop_clock", "pooled", "record", "timed")
+
+    def __init__(self, controller: Controller,
+                 record: Callable[[str, float, float], None], clock: Callable[[], float],
+                 aclose: Callable[[Response, Flavour], Awaitable[None]],
+                 pooled: bool) -> None:
+        self.controller = controller
+        self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
+        self.flavour = controller.flavour
+        self.record = record
+        self.clock = clock
+        self.aclose = aclose
+        self.pooled = pooled
+        self.timed = controller.timed  # whether to time an attempt (every one, or a sample)
+        #: Whether ``clock`` reads the event loop's own time (the transport's default).
+        self.loop_clock = controller.settings.clock is None
+        # One timer of the event loop for all the races' hedging delays: the races in the
+        # order they are due, each left in place when its first attempt ends before it
+        # (a timer of its own per request would cost more than the rest of the race).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._due: collections.deque[_Race] = collections.deque()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def arm(self, race: _Race) -> None:
+        """Escalate ``race`` once its delay is over, if its first attempt is still out."""
+        loop = race.loop
+        if loop is not self._loop:
+            old = self._loop
+            if old is not None and not old.is_closed():  # another loop's, in use
+                race.context.run(loop.call_later, race.delay, race.escalate)
+                return
+            self._loop, self._due, self._handle = loop, collections.deque(), None
+        due = self._due
+        race.due = at = loop.time() + race.delay
+        if not due or due[-1].due <= at:  # a delay that stays the same: in line (``start``)
+            due.append(race)
+        else:  # a shorter percentile delay than the last: its place in the line
+            index = bisect.bisect_right([waiting.due for waiting in due], at)
+            due.insert(index, race)
+        if due[0] is race:  # first in line: the timer is set for it
+            if self._handle is not None:
+                self._handle.cancel()
+            self._handle = loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        """The timer: every race whose delay is over and whose first attempt is still out
+        escalates, in its caller's context; the timer is set again for the next."""
+        loop = cast(asyncio.AbstractEventLoop, self._loop)
+        due = self._due
+        now = loop.time()
+        while due and (due[0].due <= now or not due[0].inside):
+            race = due.popleft()
+            if race.inside and race.runner is None:
+                race.context.run(race.escalate)
+        self._handle = loop.call_at(due[0].due, self._fire) if due else None
+
+    def start(self, transport: Any, request: Request, closes: int, stream: object
+              ) -> tuple[HedgedCall | None, _Race | None]:
+        """A quick first attempt of ``request`` (``QuickPath.first``), which may be hedged:
+        on asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
+        runs in a task group (``(call, None)``)."""
+        controller = self.controller
+        loop = asyncio._get_running_loop()
+        caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
+        if caller is None:
+            return HedgedCall(controller, request, self.hedging, closes,
+                              quick=True, stream=stream), None
+        race = _Race(self, transport, request, closes, stream, loop,  # type: ignore[arg-type]
+                     caller)
+        race.delay = controller.hedge_delays.get(self.hedging,
+                                                 controller.latency, request.url, self.clock)
+        if self.pooled:  # a copy that says when it leaves the pool
+            race.sending = _traced(race, self)
+        else:  # on the wire at once (``_Race.on_the_wire`` and ``arm``'s usual case, inlined)
+            race.sent = sent = self.clock()
+            race.armed = True
+            due = self._due
+            if loop is self._loop and due and self.loop_clock:
+                race.due = at = sent + race.delay
+                if due[-1].due <= at:
+                    due.append(race)
+                    return None, race
+            self.arm(race)
+        return None, race
+
+    async def run(self, transport: Any, call: HedgedCall) -> Ended:
+        """Run the hedged try of ``call``, a request that is not plain (a deadline, an
+        override, a guard's say): its first attempt is a copy, dressed (``begin``)."""
+        loop = asyncio._get_running_loop()
+        caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
+        if caller is None:
+            return await GroupedTry(self, call, transport).run()
+        race = _Race(self, transport, call.request, call.closes, None,
+                     loop, caller)  # type: ignore[arg-type]
+        race.call = call
+        race.dress()
+        await race.attempt()
+        return race.outcome()
+
+
+class _Race(Raced):
+    """A hedged try on asyncio whose first attempt runs in the caller's own task.
+
+    The hedging delay is a timer of the event loop (``loop.call_later``), started when the
+    first attempt is on the wire. An answer before it costs the timer and nothing else.
+    When the timer fires, :meth:`escalate` starts a task that runs the rest of the try
+    (a :class:`GroupedTry` with ``race=self``): it sends the hedges and judges every
+    outcome, the first's included, which the caller hands it (:attr:`send`) once its
+    attempt ends. When another attempt wins while the caller still waits for the first,
+    the task cancels the caller's wait (:meth:`interrupt`, a native ``Task.cancel()``,
+    taken back with ``Task.uncancel()``); the caller then takes the task's outcome."""
+
+    # Most races end before their delay: what only a hedged one needs starts as these
+    # class attributes, so that a race's making sets few of its own.
+    call: HedgedCall | None = None  # given (a dressed first attempt), or made when due
+    first: Slot | None = None  # the first attempt, once the call has one
+    sent: float | None = None  # when the first attempt left the client's pool
+    armed = False  # the hedging delay runs (``AsyncHedger.arm``)
+    due = 0.0  # ... until then, on the event loop's clock
+    runner: asyncio.Task[Ended] | None = None  # the rest of the try, once due
+    send: Callable[[tuple[Slot, Any]], None] | None = None  # the runner's inbox
+    inside = False  # the caller is waiting for the first attempt
+    interrupted = False  # ... and the runner cancelled that wait
+
+    def __init__(self, hedger: AsyncHedger, transport: Any, request: Request, closes: int,
+                 stream: object, loop: asyncio.AbstractEventLoop,
+                 caller: asyncio.Task[Any]) -> None:
+        self.hedger = hedger
+        self.transport = transport
+        self.request = self.sending = request  # sending: what the first attempt sends
+        self.closes = closes
+        self.stream = stream
+        self.loop = loop
+        self.caller = caller
+        self.delay = 0.0
+        self.context = contextvars.copy_context()  # the caller's: a runner starts in it
+
+    # -- the timer and the runner ------------------------------------------------------
+
+    def on_the_wire(self, sent: float) -> None:
+        """The first attempt left the client's own pool at ``sent``: the delay runs."""
+        self.sent = sent
+        if not self.armed:
+            self.armed = True
+            self.hedger.arm(self)
+
+    def escalate(self) -> None:
+        """The hedging delay is over and the first attempt still out: a hedge is due."""
+        if not self.inside or self.runner is not None:
+            return
+        call = self.call
+        if call is None:  # the quick first attempt: a call takes it over
+            hedger = self.hedger
+            call = self.call = HedgedCall(hedger.controller, self.request,
+                                          hedger.hedging, self.closes,
+                                          quick=True, stream=self.stream)
+            self.first = call.adopt(self.request, self.delay, self.sent)
+        if call.can_hedge():
+            self.runner = self.loop.create_task(
+                GroupedTry(self.hedger, call, self.transport, self).run())
+
+    def interrupt(self) -> None:
+        """Another attempt won: the caller's wait for the first ends (cancelled)."""
+        if self.inside and not self.interrupted:
+            self.interrupted = True
+            self.caller.cancel()
+
+    # -- the first attempt, in the caller's task ---------------------------------------
+
+    def dress(self) -> None:
+        """Make the first attempt of a call that is not plain ready: its first slot, a
+        dressed copy. The hedging delay runs once it is on the wire."""
+        hedger = self.hedger
+        call = cast(HedgedCall, self.call)
+        first = self.first = call.begin()  # a DeadlineExceeded as it is
+        self.sending = first.request
+        self.delay = call.delay
+        if hedger.pooled:
+            _on_the_wire(call, first, hedger.clock, self._sent_report)
+        else:
+            now = hedger.clock()
+            call.sent(first, now)
+            self.on_the_wire(now)
+
+    def _sent_report(self, item: tuple[Slot, Any]) -> None:
+        self.on_the_wire(cast(float, item[0].sent))
+
+    async def attempt(self) -> Response | None:
+        """Send the first attempt. A plain one's response, or its exception raised, when it
+        came before a hedge was due: the driver goes on as with any quick attempt.
+        ``None``: the try was judged here (a dressed first attempt) or hedged, and
+        :meth:`outcome` says how it ended (:attr:`call` is its call)."""
+        hedger = self.hedger
+        self.inside = True
+        try:
+            result = await self.transport.handle_async_request(self.sending)
+        except Exception as exc:
+            result = exc
+        except BaseException as exc:
+            self.inside = False
+            self._lower_bound()
+            if self.interrupted and isinstance(exc, asyncio.CancelledError):
+                self._ended = await self._taken_back(exc)
+                return None
+            await self._stop()  # the caller's own cancellation (or an interrupt)
+            call = self.call
+            if call is not None and self.first is not None:
+                call.abandon()
+            raise
+        self.inside = False
+        first = self.first
+        sent = self.sent if first is None else first.sent
+        if sent is not None and not isinstance(result, Exception) and hedger.timed():
+            end = hedger.clock()
+            hedger.record(origin_of(self.request.url), end - sent, end)
+        if first is None:  # no hedge was due: a plain attempt's outcome
+            if isinstance(result, Exception):
+                raise result
+            return result
+        self._ended = await self._settle(result)
+        return None
+
+    async def _settle(self, result: Response | BaseException) -> Ended | BaseException:
+        """The first attempt ended after the try was hedged: the runner's outcome (its
+        exception returned, not raised)."""
+        hedger = self.hedger
+        runner = self.runner
+        if self.interrupted:
+            return await self._taken_back(result)
+        if runner is None:  # hedged, but no hedge could start: the first's own outcome
+            call, first = cast(HedgedCall, self.call), cast(Slot, self.first)
+            try:
+                verdict, wait = call.done(first, cast(Exception, result))
+                if verdict == "retry" and not isinstance(result, Exception):
+                    await close_all([cast(Response, result)], hedger.flavour, hedger.aclose)
+                return ended(verdict, cast(Exception, result), wait)
+            except Exception as exc:
+                if exc is not result and not isinstance(result, BaseException):
+                    await close_all([result], hedger.flavour, hedger.aclose)  # retry_if raised
+                return exc
+        if self.send is None:  # the runner has not started: the try is the first's
+            runner.cancel()
+            await self._reap(runner)
+            self.runner = None
+            return await self._settle(result)
+        self.send((cast(Slot, self.first), result))
+        try:
+            return await runner
+        except Exception as exc:
+            return exc
+
+    def _lower_bound(self) -> None:
+        """The first attempt was cancelled: on the wire this long at least."""
+        sent = self.sent if self.first is None else self.first.sent
+        if sent is not None:
+            hedger = self.hedger
+            end = hedger.clock()
+            hedger.record(origin_of(self.request.url), end - sent, end)
+
+    async def _taken_back(self, answer: Response | BaseException) -> Ended | BaseException:
+        """The runner cancelled the caller's wait for the first attempt (another attempt
+        won): the cancellation is taken back, the first's late ``answer`` closed, and the
+        runner's outcome is the try's. A cancellation of the caller's own that came at the
+        same time is raised, the runner's answer closed."""
+        caller, runner, hedger = self.caller, cast("asyncio.Task[Ended]", self.runner), self.hedger
+        pending = 0  # cancellations of the caller's own, besides the interrupt
+        if sys.version_info >= (3, 11):  # always so: _UNCANCEL
+            caller.uncancel()
+            pending = caller.cancelling()
+        if not isinstance(answer, BaseException):
+            await close_all([answer], hedger.flavour, hedger.aclose)
+        if pending:
+            await self._reap(runner)
+            cast(HedgedCall, self.call).abandon()
+            raise asyncio.CancelledError
+        try:
+            outcome = await runner
+        except Exception as exc:
+            return exc
+        try:  # an anyio scope of the caller's cancelled meanwhile (held off by a shield)
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except BaseException:
+            if outcome[0] is not None:
+                await close_all([outcome[0]], hedger.flavour, hedger.aclose)
+            raise
+        return outcome
+
+    async def _stop(self) -> None:
+        """The caller's wait for the first attempt ended by its own cancellation: the
+        timer stops, and a runner is cancelled and waited for."""
+        runner = self.runner
+        if runner is not None:
+            runner.cancel()
+            await self._reap(runner)
+
+    async def _reap(self, runner: asyncio.Task[Ended]) -> None:
+        """Wait for ``runner`` to end, whatever cancels this task meanwhile, and close the
+        response it ends with (it goes to no one)."""
+        while not runner.done():
+            try:
+                await asyncio.wait((runner,))
+            except asyncio.CancelledError:
+                continue  # the caller's cancellation is raised once the runner has ended
+        if runner.cancelled() or runner.exception() is not None:
+            return
+        answer, _ = runner.result()
+        if answer is not None:
+            hedger = self.hedger
+            await close_all([answer], hedger.flavour, hedger.aclose)
+
+
+def _traced(race: _Race, hedger: AsyncHedger) -> Request:
+    """A copy of the race's plain first request whose trace callback starts the hedging
+    delay when the attempt leaves the client's own pool (then calls the caller's own)."""
+    request = race.request
+    copy = hedger.flavour.request(request.method, request.url, headers=request.headers,
+                                  stream=request.stream)
+    extensions = copy.extensions = {**request.extensions}
+    theirs = extensions.get("trace")
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        if race.sent is None:
+            race.on_the_wire(hedger.clock())
+        if theirs is not None:
+            await theirs(name, info)
+
+    extensions["trace"] = trace
+    return copy
+
+
+
+class GroupedTry:
+    """A hedged try in a task group: each attempt a task of its own (:meth:`work`), the
+    outcomes and the attempts' leaving the client's pool reported on :attr:`send`, read by
+    :meth:`run` in the order they came.
+
+    With ``race``, the try's first attempt is already on the wire in the caller's task,
+    which reports its outcome on ``race.send``: a hedge is due at once, and when another
+    attempt wins while the caller still waits for the first, the caller is interrupted
+    (``_Race.interrupt``)."""
+
+    __slots__ = ("aclose", "call", "clock", "first", "flavour", "origin", "pooled", "race",
+                 "receive", "record", "send", "transport")
+
+    def __init__(self, hedger: AsyncHedger, call: HedgedCall, transport: Any,
+                 race: _Race | None = None) -> None:
+        self.call = call
+        self.transport = transport
+        self.race = race
+        self.flavour, self.record = hedger.flavour, hedger.record
+        self.clock, self.aclose, self.pooled = hedger.clock, hedger.aclose, hedger.pooled
+        self.origin = call.origin
+        self.first = call.begin() if race is None else cast(Slot, race.first)  # a deadline
+        self.send, self.receive = anyio.create_memory_object_stream[tuple[Slot, Any]](
+            math.inf)
+        if race is not None:
+            race.send = self.send.send_nowait
+
+    async def work(self, slot: Slot) -> None:
+        """Send attempt ``slot`` (a task of the group) and report its outcome."""
+        call, clock, report = self.call, self.clock, self.send.send_nowait
+        start = clock()
+        if self.pooled:
+            _on_the_wire(call, slot, clock, report)
+        else:
+            call.sent(slot, start)
+            report((slot, _SENT))
+        try:
+            response = await self.transport.handle_async_request(slot.request)
+        except Exception as exc:
+            report((slot, exc))
+            return
+        except BaseException:  # cancelled: on the wire this long at least (a lower bound)
+            sent = slot.sent
+            if sent is not None:
+                end = clock()
+                self.record(self.origin, end - sent, end)
+            raise
+        end = clock()
+        self.record(self.origin, end - (slot.sent if slot.sent is not None else start), end)
+        report((slot, response))  # no checkpoint since the response came
+
+    async def run(self) -> Ended:
+        """Run the try (see the class): how it ended. Every answer handed to no one is
+        closed, whatever ends the try."""
+        state = _Judged()
+        try:
+            async with anyio.create_task_group() as group:
+                await self._judge(group, state)
+        except BaseException:
+            # Cancelled while the losers were being cancelled: the winner goes to no one.
+            result = state.result
+            if (result is not None and not isinstance(result, Exception)
+                    and state.verdict != "more"):
+                state.unread.append(result)
+            raise
+        finally:
+            await self._close_unread(state.unread)
+        if not state.ended:
+            # The loop ended by an exception the task group absorbed: on asyncio, a native
+            # cancellation (task.cancel(), asyncio.timeout) can be taken by anyio for the
+            # group's own. It is the caller's: raise it again (asyncio.timeout turns it into
+            # its TimeoutError). A retryable answer in hand was closed already.
+            raise anyio.get_cancelled_exc_class()
+        result = state.result
+        if state.raised is not None:  # the answer in hand goes to no one
+            if not isinstance(result, Exception) and result is not None:
+                await close_all([result], self.flavour, self.aclose)
+            raise state.raised
+        if state.verdict == "retry" and not isinstance(result, Exception):
+            await close_all([cast(Response, result)], self.flavour, self.aclose)
+        return ended(state.verdict, cast("Response | Exception", result), state.wait)
+
+    async def _judge(self, group: TaskGroup, state: _Judged) -> None:
+        """Start the attempts in ``group`` and judge each outcome as it comes, starting a
+        hedge whenever its delay is over first, until the call's verdict ends the try (or
+        the policy's ``retry_if`` raised: kept in ``state``, raised after the group, since
+        inside it trio would hand it over in an exception group)."""
+        call, race, receive = self.call, self.race, self.receive
+        first = self.first
+        next_at: float | None = None
+        if race is None:
+            group.start_soon(self.work, first)
+        else:  # the first is on the wire, its delay over: a hedge is due now
+            next_at = anyio.current_time()
+        latest = first  # the last attempt started: a hedge's delay runs once it is sent
+        while True:
+            item = None
+            if next_at is not None and call.can_hedge():
+                with anyio.move_on_after(max(next_at - anyio.current_time(), 0.0)):
+                    item = await receive.receive()
+                if item is None:
+                    next_at = None
+                    hedge = call.hedge()
+                    if hedge is not None:
+                        group.start_soon(self.work, hedge)
+                        latest = hedge
+                    else:
+                        next_at = anyio.current_time() + call.delay
+                    continue
+            else:
+                item = await receive.receive()
+            slot, outcome = item
+            if outcome is _SENT:  # on the wire: a hedge's delay runs from now
+                if slot is latest:
+                    next_at = anyio.current_time() + call.delay
+                continue
+            state.result = outcome
+            try:
+                state.verdict, state.wait = call.done(slot, outcome)
+            except Exception as exc:  # the policy's retry_if raised: raised after the group
+                state.raised = exc
+                group.cancel_scope.cancel()
+                state.ended = True
+                return
+            if state.verdict == "more":
+                if not isinstance(outcome, Exception):
+                    await self.aclose(outcome, self.flavour)  # its connection goes back
+                hedge = call.hedge()
+                if hedge is not None:
+                    group.start_soon(self.work, hedge)
+                    latest, next_at = hedge, None
+                continue
+            group.cancel_scope.cancel()  # the others are not needed any more
+            if race is not None and slot is not first:
+                race.interrupt()  # the first, if still awaited in the caller's task
+            state.ended = True
+            return
+
+    async def _close_unread(self, unread: list[Response]) -> None:
+        """The try is over: the answers that came in unread are closed with ``unread``, and
+        the reports' stream too (before any await: a native cancellation may interrupt
+        one)."""
+        receive = self.receive
+        while True:
+            try:
+                _, outcome = receive.receive_nowait()
+            except anyio.WouldBlock:
+                break
+            if outcome is not _SENT and not isinstance(outcome, Exception):
+                unread.append(outcome)
+        self.send.close()
+        receive.close()
+        if unread:
+            await close_all(unread, self.flavour, self.aclose)
+
+
+class _Judged:
+    """Where a :class:`GroupedTry` stands: the last outcome judged and its verdict, whether
+    a verdict ended the try (else an exception did), what the call raised when asked, and
+    the answers handed to no one (closed whatever happens)."""
+
+    __slots__ = ("ended", "raised", "result", "unread", "verdict", "wait")
+
+    def __init__(self) -> None:
+        self.verdict: str = "stop"
+        self.result: Response | Exception | None = None
+        self.wait: float | None = None
+        self.ended = False
+        self.raised: Exception | None = None
+        self.unread: list[Response] = []
