@@ -328,7 +328,8 @@ STOPS: dict[str, tuple[dict[str, Any], Callable[[], dict[str, Any]], dict[str, s
 @pytest.mark.parametrize("case", STOPS)
 def test_a_rule_stops_the_retry_after_every_attempt_failed(case: str) -> None:
     """Every attempt failed retryably and a rule stops the retry: ``stop``, and the last
-    outcome is handed over with the try's records, counted and told as given up."""
+    outcome, the hedge's, is handed over with the try's records, counted and told as given
+    up, and counted as a hedge's win."""
     fields, options, headers, reason = STOPS[case]
     control, events = hooked(RetryPolicy(**{**STEADY, **fields}), hedging=Hedging(DELAY),
                              **options())
@@ -342,7 +343,9 @@ def test_a_rule_stops_the_retry_after_every_attempt_failed(case: str) -> None:
     assert [(a.status, a.hedge) for a in info.history] == [(503, False), (503, True)]
     assert (info.hedges, info.total_wait) == (1, 0.0)
     assert (info.history[-1].refused_wait is not None) is (reason is StopReason.DEADLINE)
-    assert control.stats().gave_up == {reason: 1}
+    stats = control.stats()
+    assert stats.gave_up == {reason: 1}
+    assert stats.hedge_wins == 1  # the hedge's answer is the one handed over
     assert [(e.kind, e.stop_reason) for e in events][-1] == ("give_up", reason)
 
 
@@ -492,3 +495,40 @@ def test_abandon_settles_every_attempt_in_flight(losers_run: bool) -> None:
         assert [entry for entry in spy.log if entry[0] == "settle"] == [
             ("settle", "t1", 200), ("settle", "t2", "ConnectError")]
     assert request.extensions == {}
+
+
+class Numbers(Spy):
+    """A spy that notes, with each ticket it settles, the attempt number the call shows."""
+
+    def settle(self, call: Any, ticket: object, outcome: Any) -> None:
+        super().settle(call, ticket, outcome)
+        self.log[-1] = (*self.log[-1], call.attempt)
+
+
+@pytest.mark.parametrize("way", ["judged", "cancelled", "run-on", "never-sent", "abandoned"])
+def test_each_attempts_tickets_are_settled_under_its_own_number(way: str) -> None:
+    """The guards are told the number of the attempt whose tickets they settle (a breaker's
+    event names it): the hedge's own, 2, however it leaves the try (judged, cancelled when
+    the first wins, run on and settled as it ends, never sent, abandoned), and the first's,
+    1, even when the hedge's outcome was judged before it."""
+    spy = Numbers()
+    control = hedged(guards=(spy,))
+    call, first = start(control)
+    call.losers_run = way == "run-on"
+    second = call.hedge()
+    assert second is not None
+    if way != "never-sent":
+        call.sent(second, DELAY)
+    if way == "judged":
+        assert call.done(second, httpx.Response(503)) == ("more", None)
+        assert call.done(first, httpx.Response(503))[0] == "retry"
+    elif way in ("cancelled", "run-on"):
+        assert call.done(first, httpx.Response(200)) == ("win", None)
+        call.late(second, httpx.Response(503))
+    elif way == "never-sent":
+        call.done_unsent(second)
+        assert call.done(first, httpx.Response(200)) == ("win", None)
+    else:
+        call.abandon()
+    settled = {entry[1]: entry[3] for entry in spy.log if entry[0] == "settle"}
+    assert settled == {"t1": 1, "t2": 2}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import pytest
@@ -29,8 +29,10 @@ DELAY = 0.005
 SLOW = 0.03
 
 
-def closing(mode: str, closed: list[int], number: int) -> Any:
-    """A response body of the flavour under test that says when it was closed."""
+def closing(mode: str, closed: list[int], number: int,
+            then: Callable[[], object] = lambda: None) -> Any:
+    """A response body of the flavour under test that says when it was closed (and calls
+    ``then``)."""
     if mode == "sync":
         class Sync(httpx.SyncByteStream):  # type: ignore[name-defined,misc]
             def __iter__(self) -> Any:
@@ -38,6 +40,7 @@ def closing(mode: str, closed: list[int], number: int) -> Any:
 
             def close(self) -> None:
                 closed.append(number)
+                then()
 
         return Sync()
 
@@ -47,6 +50,7 @@ def closing(mode: str, closed: list[int], number: int) -> Any:
 
         async def aclose(self) -> None:
             closed.append(number)
+            then()
 
     return Async()
 
@@ -147,6 +151,95 @@ def test_a_slow_first_attempt_gets_a_hedge_that_wins(harness: Harness) -> None:
     else:
         assert server.cancelled == [1]  # the loser was cancelled
         assert server.closed == [2]
+
+
+class Step(NamedTuple):
+    """What one attempt of a gated try does: set the gate ``sets``, wait for the gate
+    ``waits``, then answer ``answer(gates)``."""
+
+    answer: Callable[[Gates], Any]
+    waits: str | None = None
+    sets: str | None = None
+
+
+class Gates:
+    """The two attempts of a hedged try put in order: each may wait until a gate is set,
+    by the other attempt or by the try, which closes an answer's body once it judged it
+    (:meth:`body`). Threads' events in sync mode, the event loop's in async ones (made in
+    the loop, as they are first named there)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.closed: list[int] = []
+        self._events: dict[str, Any] = {}
+
+    def event(self, name: str) -> Any:
+        if name not in self._events:
+            self._events[name] = threading.Event() if self.mode == "sync" else anyio.Event()
+        return self._events[name]
+
+    def body(self, number: int) -> Any:
+        """A body that sets the gate ``"judged <number>"`` when the try closes it."""
+        return closing(self.mode, self.closed, number, self.event(f"judged {number}").set)
+
+    def handler(self, first: Step, hedge: Step) -> Callable[..., Any]:
+        """Attempt 1 takes ``first``, the hedge (attempt 2) ``hedge``."""
+        def step(request: httpx.Request) -> Step:
+            chosen = hedge if request.extensions.get("retry_attempt") == 2 else first
+            if chosen.sets is not None:
+                self.event(chosen.sets).set()
+            return chosen
+
+        def sync(request: httpx.Request) -> Any:
+            chosen = step(request)
+            if chosen.waits is not None:
+                assert self.event(chosen.waits).wait(5.0), f"never {chosen.waits}"
+            return chosen.answer(self)
+
+        async def asynchronous(request: httpx.Request) -> Any:
+            chosen = step(request)
+            if chosen.waits is not None:
+                await self.event(chosen.waits).wait()
+            return chosen.answer(self)
+
+        return sync if self.mode == "sync" else asynchronous
+
+
+def test_a_hedges_answer_handed_over_when_retries_stop_is_a_hedge_win(
+        harness: Harness) -> None:
+    """The first attempt answers 503 while the hedge is out (the try waits on for the
+    hedge), then the hedge answers 503 with no attempt left: retries stop, and the answer
+    handed over is the hedge's: a win of the hedge's, as a success of its would be."""
+    gates = Gates(harness.mode)
+    handler = gates.handler(
+        first=Step(lambda g: httpx.Response(503, stream=g.body(1)), waits="hedge out"),
+        hedge=Step(lambda g: httpx.Response(503, stream=g.body(2)), waits="judged 1",
+                   sets="hedge out"))
+    transport = harness.transport(handler, hedging=rt.Hedging(DELAY), max_attempts=2)
+    response = send(harness, transport)
+    assert response.status_code == 503
+    info = rt.retry_info(response)
+    assert [(a.status, a.hedge) for a in info.history] == [(503, False), (503, True)]
+    assert info.stop_reason is rt.StopReason.MAX_ATTEMPTS
+    stats = transport.stats
+    assert (stats.hedges, stats.hedge_wins) == (1, 1)
+
+
+def test_a_hedges_outcome_is_settled_as_its_own_attempt(harness: Harness) -> None:
+    """The hedge's 503 opens the breaker while the first attempt is out: the breaker is
+    told of attempt 2, the hedge, as the event says (the first then answers 200)."""
+    events: list[Any] = []
+    gates = Gates(harness.mode)
+    handler = gates.handler(first=Step(lambda g: httpx.Response(200), waits="judged 2"),
+                            hedge=Step(lambda g: httpx.Response(503, stream=g.body(2))))
+    breaker = rt.CircuitBreaker(min_requests=1, clock=harness.clock)
+    transport = harness.transport(handler, hedging=rt.Hedging(DELAY), breaker=breaker,
+                                  hooks=events.append)
+    response = send(harness, transport)
+    assert response.status_code == 200
+    assert [(e.kind, e.attempt) for e in events] == [("hedge", 2), ("breaker_open", 2)]
+    assert [(a.status, a.hedge) for a in rt.retry_info(response).history] == [
+        (200, False), (503, True)]
 
 
 def test_an_answer_before_the_delay_sends_no_hedge(harness: Harness) -> None:

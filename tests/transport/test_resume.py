@@ -400,6 +400,23 @@ def test_an_open_breaker_refuses_the_resumption(harness: Harness) -> None:
     assert transport.stats.budget_tokens == 500
 
 
+@pytest.mark.xfail(strict=True, reason="the call tells the guards a number derived from its "
+                   "own attempts: a resumption's needs RetryCall to carry one it is told")
+def test_a_resumptions_outcome_is_settled_as_its_own_attempt(harness: Harness) -> None:
+    """A resumption's 503 opens the breaker (one failure in two): the breaker is told of
+    attempt 2, the resumption, as its event says."""
+    breaker = rt.CircuitBreaker(min_requests=2, clock=harness.clock)
+    server = RangeServer(cuts=(4000,))
+    server.answers.append((503, {}))
+    events: list[rt.RetryEvent] = []
+    transport = harness.transport(server, resume=rt.Resume(), breaker=breaker,
+                                  hooks=events.append)
+    with pytest.raises(httpx.ReadError):
+        read(harness, transport)
+    assert [(e.kind, e.attempt) for e in events] == [
+        ("resume", 2), ("breaker_open", 2), ("give_up", 2)]
+
+
 def test_closing_the_response_during_the_wait_ends_resumption(harness: Harness) -> None:
     server = RangeServer(cuts=(3000,))
     opened: list[Any] = []

@@ -6,7 +6,7 @@ and what an outcome means; ``_io/hedge_sync.py`` and ``_io/hedge_async.py`` do t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._base.models import NOT_RETRYABLE, SERVER_DECLINED, Attempt, new_attempt
 from .._guards.seam import HEDGE, Guard
@@ -181,9 +181,23 @@ class HedgedCall(RetryCall):
         """What the admission of ``slot``, never sent, took goes back (a hedge's cost to
         the budget), and its tickets are settled without a verdict."""
         tickets, slot.tickets = slot.tickets, []
-        for guard, ticket in tickets:
-            guard.refund(self, ticket)
-            guard.settle(self, ticket, None)
+        self._number = slot.number
+        try:
+            for guard, ticket in tickets:
+                guard.refund(self, ticket)
+                guard.settle(self, ticket, None)
+        finally:
+            self._number = 0
+
+    def _settle_slot(self, slot: Slot, tickets: list[tuple[Guard, object]]) -> None:
+        """Settle ``tickets``, what is left to settle of attempt ``slot``, without a
+        verdict (cancelled, or the request ended outside the decisions)."""
+        self._tickets = tickets
+        self._number = slot.number
+        try:
+            self._settle(None)
+        finally:
+            self._number = 0
 
     def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
         """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
@@ -207,10 +221,14 @@ class HedgedCall(RetryCall):
         self._tickets, slot.tickets = slot.tickets, []
         self._current = slot
         error = isinstance(result, Exception)
-        if isinstance(result, Exception):
-            outcome = self._outcome_of_error(result)
-        else:
-            outcome = self._outcome_of(result, result.status_code)
+        self._number = slot.number  # the guards settle this attempt's tickets, as its own
+        try:
+            if isinstance(result, Exception):
+                outcome = self._outcome_of_error(result)
+            else:
+                outcome = self._outcome_of(result, result.status_code)
+        finally:
+            self._number = 0
         stop = outcome.stop
         if stop is not None:
             self._end_try(slot)
@@ -229,7 +247,11 @@ class HedgedCall(RetryCall):
         self._end_try(slot)
         wait = self._retry_or_stop(result, outcome)
         self._slots = []  # the try is over: retries are single attempts
-        return ("stop", None) if wait is None else ("retry", wait)
+        if wait is None:  # this outcome is handed over: a hedge's wins, whatever it is
+            if slot.hedge:
+                self._controller.note_hedge_win()
+            return "stop", None
+        return "retry", wait
 
     def _end_try(self, current: Slot) -> None:
         """The try is over with ``current``'s outcome: the other attempts' records go into
@@ -252,8 +274,8 @@ class HedgedCall(RetryCall):
                 keep = self.losers_run
                 tickets = slot.tickets
                 slot.tickets = [pair for pair in tickets if keep and pair[0].health]
-                self._tickets = [pair for pair in tickets if not (keep and pair[0].health)]
-                self._settle(None)
+                self._settle_slot(slot, [pair for pair in tickets
+                                         if not (keep and pair[0].health)])
                 history.append(new_attempt(None, None, None, 0.0, None, hedge=slot.hedge,
                                            cancelled=True))
             elif slot.record is not None:
@@ -280,8 +302,9 @@ class HedgedCall(RetryCall):
         else:
             outcome = classify_response(result, result.status_code, self.policy,
                                         controller.wallclock, controller.cooldown)
+        view = _Settling(self, slot.number)  # the call's own number may be another's now
         for guard, ticket in tickets:
-            guard.settle(self, ticket, outcome)
+            guard.settle(view, ticket, outcome)
 
     def abandon(self) -> None:
         """The request ended outside the decisions: every attempt in flight is settled
@@ -290,6 +313,22 @@ class HedgedCall(RetryCall):
         for slot in self._slots:
             if slot.running and slot.tickets and not self.losers_run:
                 slot.running = False
-                self._tickets, slot.tickets = slot.tickets, []
-                self._settle(None)
+                tickets, slot.tickets = slot.tickets, []
+                self._settle_slot(slot, tickets)
         super().abandon()
+
+
+class _Settling:
+    """A hedged call as the guards read it while a loser that ran on is settled, from the
+    thread that saw it end (:meth:`HedgedCall.late`): the call itself, but for
+    ``attempt``, that attempt's own number (the call's may be another's meanwhile: its
+    retries go on)."""
+
+    __slots__ = ("_call", "attempt")
+
+    def __init__(self, call: HedgedCall, attempt: int) -> None:
+        self._call = call
+        self.attempt = attempt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
