@@ -607,9 +607,12 @@ def test_a_sync_request_interrupted_leaves_no_answer_open(
     assert thread_deaths == []
 
 
-@pytest.mark.parametrize("line", ["worker.jobs.put(job)", "thread.start()"])
+@pytest.mark.parametrize("where,line", [
+    ("submit", "jobs.put((copy_context(), fn, arg, inbox, tag))"),
+    ("_new", "thread.start()"),
+])
 def test_close_returns_after_an_interrupt_as_an_attempt_was_handed_to_a_worker(
-        line: str) -> None:
+        where: str, line: str) -> None:
     """An interrupt (a signal handler's exception) may land between any two lines of the
     caller's thread: one that lands as a hedged request's first attempt is handed to an
     idle worker (taken from the idle list, given nothing), or as a new worker's thread
@@ -620,9 +623,10 @@ def test_close_returns_after_an_interrupt_as_an_attempt_was_handed_to_a_worker(
 
     from retry_transport._io import hedge_workers as _hedge_workers
 
-    source, first = inspect.getsourcelines(_hedge_workers.Workers.submit)
+    function = getattr(_hedge_workers.Workers, where)
+    source, first = inspect.getsourcelines(function)
     target = first + next(n for n, text in enumerate(source) if text.strip() == line)
-    code = _hedge_workers.Workers.submit.__code__
+    code = function.__code__
     armed = [line == "thread.start()"]  # a new worker's start: the first request's
 
     def local(frame: types.FrameType, event: str, arg: object) -> Any:
@@ -695,13 +699,32 @@ def test_a_closed_transports_tries_start_no_more_attempts() -> None:
 
     workers = Workers()
     generation = workers.generation
-    assert workers.reserve(generation)
-    workers.release()
+    worker = workers.reserve(generation)
+    assert worker is not None
+    workers.release(worker)
     workers.close()
-    assert not workers.reserve(generation)  # a try begun before close()
-    assert workers.reserve(workers.generation)  # a request made after it
-    workers.release()
+    assert workers.reserve(generation) is None  # a try begun before close()
+    fresh = workers.reserve(workers.generation)  # a request made after it
+    assert fresh is not None
+    workers.release(fresh)
     workers.close()
+
+
+def test_a_worker_reserved_as_the_transport_closes_is_given_nothing_after_it() -> None:
+    """A worker taken just before ``close()`` stopped it: the job handed to it afterwards is
+    taken back (the caller is told), never left in its queue unrun."""
+    from retry_transport._io.hedge_sync import Inbox
+    from retry_transport._io.hedge_workers import Workers
+
+    workers = Workers()
+    worker = workers.reserve(workers.generation)
+    assert worker is not None
+    workers.close()  # the worker is told to stop, and has stopped
+    ran: list[int] = []
+    inbox = Inbox()
+    inbox.over, inbox.call, inbox.first = False, None, None
+    assert not workers.submit(ran.append, 1, inbox, None, worker)
+    assert ran == [] and worker.jobs.empty() and inbox.empty()
 
 
 #: Where the caller's cancellation comes in a hedged request (the first attempt holds until

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .controller import Controller
     from .hedging import Hedging
 
-__all__ = ["HedgedCall", "Slot", "Verdict", "hedgeable"]
+__all__ = ["HedgedCall", "Slot", "Verdict", "hedgeable", "hedged_methods"]
 
 
 def hedgeable(policy: RetryPolicy, request: Request, flavour_stream: type) -> bool:
@@ -34,6 +34,13 @@ def hedgeable(policy: RetryPolicy, request: Request, flavour_stream: type) -> bo
         if not key or not request.headers.get(key, "").strip():
             return False
     return isinstance(request.stream, flavour_stream)
+
+
+def hedged_methods(policy: RetryPolicy) -> frozenset[str]:
+    """The methods whose requests :func:`hedgeable` takes under ``policy`` whenever their
+    body is held in memory, whatever their headers: read once, so that a transport tells
+    most hedgeable requests at a glance (any other is asked of :func:`hedgeable`)."""
+    return frozenset() if policy.retry_body_errors else policy.retry_methods
 
 
 class Slot:

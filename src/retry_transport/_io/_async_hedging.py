@@ -13,16 +13,17 @@ attempt of the try failed retryably, the call's retries are the plain loop's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .._call.hedged_call import hedgeable
 from ._async_loop import AsyncLoop
+from .hedge_shared import Raced, Unready
 
 if TYPE_CHECKING:
     from .._base.flavour import Request, Response
     from .._call.hedged_call import HedgedCall
     from .hedge_async import AsyncHedger
-    from .hedge_shared import Ended, Raced
+    from .hedge_shared import Ended
 
 __all__ = ["AsyncHedgingLoop"]
 
@@ -30,7 +31,9 @@ __all__ = ["AsyncHedgingLoop"]
 class AsyncHedgingLoop(AsyncLoop):
     """The loop of an ``AsyncRetryTransport`` with hedging."""
 
-    _hedger: AsyncHedger  # made by the driver's ``__init__`` or ``_first``
+    #: Made by the driver's ``__init__`` or ``_first`` (the first request, which goes by a
+    #: call, asks :func:`hedgeable` in full before that).
+    _hedger: AsyncHedger = cast("AsyncHedger", Unready)
 
     if TYPE_CHECKING:  # the driver's own hook (``drivers.py``)
         async def _hedged_try(self, call: HedgedCall) -> Ended: ...
@@ -39,29 +42,26 @@ class AsyncHedgingLoop(AsyncLoop):
         """Send ``request`` until an outcome is final, and hand that over: its first try
         raced against the hedging delay when it may be hedged, as without hedging when not.
         It decides nothing: the quick path, the ``HedgedCall`` and the race do."""
-        controller = self._controller
-        if not hedgeable(controller.policy, request, self._memory):
-            return await AsyncLoop.handle_async_request(self, request)
+        controller, hedger, stream = self._controller, self._hedger, request.stream
+        if (request.method not in hedger.methods  # not hedgeable at a glance: asked in full
+                or not isinstance(stream, self._memory)):
+            if not hedgeable(controller.policy, request, self._memory):
+                return await AsyncLoop.handle_async_request(self, request)
         closes = controller.closes
         quick = self._quick
-        if quick.first(request) is None:  # a call decides from the first attempt on
+        timed = quick.first(request)
+        if timed is None:  # a call decides from the first attempt on
             return await self._hedged(self._call(request, closes))  # type: ignore[arg-type]
-        stream = request.stream
-        call, race = self._hedger.start(self._transport, request, closes, stream)
-        if race is None:  # its try runs whole elsewhere (or the transport was closed)
-            return await self._hedged(call)  # type: ignore[arg-type]
-        outcome: Response | Exception | None
-        try:
-            outcome = await race.attempt()
-        except Exception as exc:
-            outcome = exc  # judged outside the handler: no later error is chained to it
-        else:
-            if outcome is None:  # hedged: the try's outcome is the race's
-                return await self._hedged(race.call, race)  # type: ignore[arg-type]
+        # The attempt's own exception is its outcome, returned (judged outside any handler:
+        # no later error is chained to it); the race's own errors are raised.
+        outcome = await hedger.first(self._transport, request, closes, stream, timed)
+        if isinstance(outcome, hedger.response):  # an answer (told at once: no other is)
             if quick.ends(request, outcome):
                 if type(outcome.stream) is not self._memory:  # streamed: may break later
                     self._hint(None, request, stream, outcome)
                 return outcome
+        elif isinstance(outcome, Raced):  # hedged (or run whole): the try's outcome
+            return await self._hedged(outcome.call, outcome)  # type: ignore[arg-type]
         return await self._attempts(self._begin(request, stream, closes), outcome)
 
     async def _hedged(self, call: HedgedCall, race: Raced | None = None) -> Response:

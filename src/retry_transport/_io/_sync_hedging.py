@@ -15,16 +15,17 @@ attempt of the try failed retryably, the call's retries are the plain loop's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .._call.hedged_call import hedgeable
 from ._sync_loop import SyncLoop
+from .hedge_shared import Raced, Unready
 
 if TYPE_CHECKING:
     from .._base.flavour import Request, Response
     from .._call.hedged_call import HedgedCall
     from .hedge_sync import SyncHedger
-    from .hedge_shared import Ended, Raced
+    from .hedge_shared import Ended
 
 __all__ = ["SyncHedgingLoop"]
 
@@ -32,7 +33,9 @@ __all__ = ["SyncHedgingLoop"]
 class SyncHedgingLoop(SyncLoop):
     """The loop of an ``RetryTransport`` with hedging."""
 
-    _hedger: SyncHedger  # made by the driver's ``__init__`` or ``_first``
+    #: Made by the driver's ``__init__`` or ``_first`` (the first request, which goes by a
+    #: call, asks :func:`hedgeable` in full before that).
+    _hedger: SyncHedger = cast("SyncHedger", Unready)
 
     if TYPE_CHECKING:  # the driver's own hook (``drivers.py``)
         def _hedged_try(self, call: HedgedCall) -> Ended: ...
@@ -41,29 +44,26 @@ class SyncHedgingLoop(SyncLoop):
         """Send ``request`` until an outcome is final, and hand that over: its first try
         raced against the hedging delay when it may be hedged, as without hedging when not.
         It decides nothing: the quick path, the ``HedgedCall`` and the race do."""
-        controller = self._controller
-        if not hedgeable(controller.policy, request, self._memory):
-            return SyncLoop.handle_request(self, request)
+        controller, hedger, stream = self._controller, self._hedger, request.stream
+        if (request.method not in hedger.methods  # not hedgeable at a glance: asked in full
+                or not isinstance(stream, self._memory)):
+            if not hedgeable(controller.policy, request, self._memory):
+                return SyncLoop.handle_request(self, request)
         closes = controller.closes
         quick = self._quick
-        if quick.first(request) is None:  # a call decides from the first attempt on
+        timed = quick.first(request)
+        if timed is None:  # a call decides from the first attempt on
             return self._hedged(self._call(request, closes))  # type: ignore[arg-type]
-        stream = request.stream
-        call, race = self._hedger.start(self._transport, request, closes, stream)
-        if race is None:  # its try runs whole elsewhere (or the transport was closed)
-            return self._hedged(call)  # type: ignore[arg-type]
-        outcome: Response | Exception | None
-        try:
-            outcome = race.attempt()
-        except Exception as exc:
-            outcome = exc  # judged outside the handler: no later error is chained to it
-        else:
-            if outcome is None:  # hedged: the try's outcome is the race's
-                return self._hedged(race.call, race)  # type: ignore[arg-type]
+        # The attempt's own exception is its outcome, returned (judged outside any handler:
+        # no later error is chained to it); the race's own errors are raised.
+        outcome = hedger.first(self._transport, request, closes, stream, timed)
+        if isinstance(outcome, hedger.response):  # an answer (told at once: no other is)
             if quick.ends(request, outcome):
                 if type(outcome.stream) is not self._memory:  # streamed: may break later
                     self._hint(None, request, stream, outcome)
                 return outcome
+        elif isinstance(outcome, Raced):  # hedged (or run whole): the try's outcome
+            return self._hedged(outcome.call, outcome)  # type: ignore[arg-type]
         return self._attempts(self._begin(request, stream, closes), outcome)
 
     def _hedged(self, call: HedgedCall, race: Raced | None = None) -> Response:

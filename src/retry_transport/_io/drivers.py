@@ -51,7 +51,7 @@ from ._sync_loop import SyncLoop
 from .bodies import aclose as aclose_response, adrain, drain
 from .hedge_async import AsyncHedger
 from .hedge_shared import Ended
-from .hedge_sync import SyncHedger, SyncTry
+from .hedge_sync import SyncHedger
 from .hedge_workers import Workers
 
 if TYPE_CHECKING:  # typing.Unpack and Self are new in 3.11; nothing is imported at run time
@@ -303,9 +303,7 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
     def _hedged_try(self, call: HedgedCall) -> Ended:
         """Run the first try of a hedged ``call`` on the workers: how it ended, or
         ``(None, None)`` when no worker is free (its attempts then go unhedged, at once)."""
-        workers = self._workers
-        return SyncTry(call, self._transport, workers, self._record, self._lap,
-                       workers.generation).run() or (None, None)
+        return self._hedger.run(self._transport, call)
 
     def _drain(self, response: Response) -> None:
         """Read a discarded response's body, within ``DRAIN_MAX_SECONDS`` of the clock."""

@@ -23,9 +23,9 @@ import anyio
 import anyio.lowlevel
 
 from .._base.flavour import Flavour, Response
-from .._call.hedged_call import HedgedCall, Slot
+from .._call.hedged_call import HedgedCall, Slot, hedged_methods
 from .._wire.http import origin as origin_of
-from .hedge_shared import Ended, Raced, ended
+from .hedge_shared import Ended, Raced, Ran, ended, response_class
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -40,6 +40,13 @@ __all__ = ["AsyncHedger", "GroupedTry", "close_all"]
 #: back (``Task.uncancel``, new in 3.11): a hedged try's first attempt may then run in the
 #: caller's task (:class:`_Race`); before it, tries run in a task group.
 _UNCANCEL: Final = sys.version_info >= (3, 11)
+
+#: ``asyncio.current_task``, given the running loop. On 3.11 it is a Python function that
+#: reads this dict of the running tasks by loop: read here without the call. (From 3.12
+#: on, the function is asyncio's C one.)
+_current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = (
+    asyncio.tasks._current_tasks.get if sys.version_info[:2] == (3, 11)  # type: ignore[attr-defined]
+    else asyncio.current_task)
 
 
 async def close_all(responses: list[Response], flavour: Flavour,
@@ -95,8 +102,9 @@ class AsyncHedger:
     leaves the pool, and a hedge that never left it is no hedge (not counted, its cost
     given back). Other transports send at once."""
 
-    __slots__ = ("_due", "_handle", "_loop", "aclose", "clock", "controller", "flavour",
-                 "hedging", "loop_clock", "pooled", "record", "timed")
+    __slots__ = ("_due", "_handle", "_loop", "aclose", "clock", "controller", "delay",
+                 "flavour", "hedging", "loop_clock", "methods", "pooled", "record", "response",
+                 "timed")
 
     def __init__(self, controller: Controller,
                  record: Callable[[str, float, float], None], clock: Callable[[], float],
@@ -104,6 +112,13 @@ class AsyncHedger:
                  pooled: bool) -> None:
         self.controller = controller
         self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
+        #: The methods of the requests hedged whenever their body is in memory.
+        self.methods = hedged_methods(controller.policy)
+        #: The flavour's ``Response`` class: what an answer is.
+        self.response = response_class(controller.flavour)
+        #: The hedging delay when it is fixed (read from the latency: ``None``).
+        self.delay = (cast(float, self.hedging.delay) if self.hedging.quantile is None
+                      else None)
         self.flavour = controller.flavour
         self.record = record
         self.clock = clock
@@ -152,48 +167,92 @@ class AsyncHedger:
                 race.context.run(race.escalate)
         self._handle = loop.call_at(due[0].due, self._fire) if due else None
 
-    def start(self, transport: Any, request: Request, closes: int, stream: object
-              ) -> tuple[HedgedCall | None, _Race | None]:
-        """A quick first attempt of ``request`` (``QuickPath.first``), which may be hedged:
-        on asyncio, the race that sends it (``(None, race)``); on trio, the call whose try
-        runs in a task group (``(call, None)``)."""
-        controller = self.controller
+    async def first(self, transport: Any, request: Request, closes: int, stream: object,
+                    timed: bool, call: HedgedCall | None = None
+                    ) -> Response | Exception | Raced:
+        """A quick first attempt of ``request`` (``QuickPath.first``), which may be hedged
+        (with ``call``: the first attempt of a call that is not plain, a dressed copy);
+        ``timed``: its latency is recorded (the quick path's sample, or the call's).
+
+        On asyncio, it is sent in the caller's task under the timer (:class:`_Race`): a
+        quick one's outcome, a response or its exception (returned), when it came before
+        a hedge was due (the driver goes on as with any quick attempt); else the race,
+        whose try ended (``Raced.outcome``, its call ``Raced.call``). On trio, a call's
+        try runs whole in a task group: how it ended. Raises what is no outcome of the
+        attempt (a cancellation, an error of the race's)."""
         loop = asyncio._get_running_loop()
-        caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
+        caller = _current_task(loop) if loop is not None and _UNCANCEL else None
         if caller is None:
-            return HedgedCall(controller, request, self.hedging, closes,
-                              quick=True, stream=stream), None
-        race = _Race(self, transport, request, closes, stream, loop,  # type: ignore[arg-type]
-                     caller)
-        race.delay = controller.hedge_delays.get(self.hedging,
-                                                 controller.latency, request.url, self.clock)
-        if self.pooled:  # a copy that says when it leaves the pool
-            race.sending = _traced(race, self)
-        else:  # on the wire at once (``_Race.on_the_wire`` and ``arm``'s usual case, inlined)
-            race.sent = sent = self.clock()
-            race.armed = True
-            due = self._due
-            if loop is self._loop and due and self.loop_clock:
-                race.due = at = sent + race.delay
-                if due[-1].due <= at:
+            return await self._whole(transport, call or HedgedCall(
+                self.controller, request, self.hedging, closes, quick=True, stream=stream))
+        race = _Race()  # its own fields, set here (a race is made for each request)
+        race.hedger = self
+        race.transport = transport
+        race.request = race.sending = request
+        race.closes = closes
+        race.stream = stream
+        race.loop = loop  # type: ignore[assignment]
+        race.caller = caller
+        race.first = None
+        race.context = contextvars.copy_context()
+        if call is not None:
+            race.call = call
+            race.dress()
+        else:
+            delay = self.delay
+            if delay is None:
+                controller = self.controller
+                delay = controller.hedge_delays.get(self.hedging, controller.latency,
+                                                    request.url, self.clock)
+            race.delay = delay
+            if self.pooled:  # a copy that says when it leaves the pool
+                race.sending = _traced(race, self)
+            else:  # on the wire at once (``_Race.on_the_wire`` and ``arm``'s usual case)
+                race.sent = sent = self.clock()
+                race.armed = True
+                due = self._due
+                if (loop is self._loop and due and self.loop_clock
+                        and due[-1].due <= sent + delay):
+                    race.due = sent + delay
                     due.append(race)
-                    return None, race
-            self.arm(race)
-        return None, race
+                else:
+                    self.arm(race)
+        race.inside = True
+        try:
+            result = await transport.handle_async_request(race.sending)
+        except Exception as exc:
+            result = exc
+        except BaseException as exc:
+            race.inside = False
+            return await race.stopped(exc)
+        race.inside = False
+        first = race.first
+        began = race.sent if first is None else first.sent
+        if timed and began is not None and not isinstance(result, Exception):
+            end = self.clock()
+            self.record(origin_of(request.url), end - began, end)
+        if first is None:  # no hedge was due: a plain attempt's outcome
+            return result
+        race._ended = await race.settle(result)
+        return race
+
+    async def _whole(self, transport: Any, call: HedgedCall) -> Ran:
+        """``call``'s try run whole in a task group, where a race would have run: how it
+        ended."""
+        try:
+            return Ran(call, await GroupedTry(self, call, transport).run())
+        except Exception as exc:
+            return Ran(call, exc)
+        except BaseException:
+            call.abandon()
+            raise
 
     async def run(self, transport: Any, call: HedgedCall) -> Ended:
         """Run the hedged try of ``call``, a request that is not plain (a deadline, an
         override, a guard's say): its first attempt is a copy, dressed (``begin``)."""
-        loop = asyncio._get_running_loop()
-        caller = asyncio.current_task(loop) if loop is not None and _UNCANCEL else None
-        if caller is None:
-            return await GroupedTry(self, call, transport).run()
-        race = _Race(self, transport, call.request, call.closes, None,
-                     loop, caller)  # type: ignore[arg-type]
-        race.call = call
-        race.dress()
-        await race.attempt()
-        return race.outcome()
+        raced = await self.first(transport, call.request, call.closes, None, self.timed(),
+                                 call)
+        return cast(Raced, raced).outcome()
 
 
 class _Race(Raced):
@@ -209,10 +268,12 @@ class _Race(Raced):
     taken back with ``Task.uncancel()``); the caller then takes the task's outcome."""
 
     # Most races end before their delay: what only a hedged one needs starts as these
-    # class attributes, so that a race's making sets few of its own.
+    # class attributes, so that a race's making sets few of its own
+    # (``AsyncHedger.first``: no ``__init__``).
     call: HedgedCall | None = None  # given (a dressed first attempt), or made when due
     first: Slot | None = None  # the first attempt, once the call has one
     sent: float | None = None  # when the first attempt left the client's pool
+    delay = 0.0  # the hedging delay, once it is known
     armed = False  # the hedging delay runs (``AsyncHedger.arm``)
     due = 0.0  # ... until then, on the event loop's clock
     runner: asyncio.Task[Ended] | None = None  # the rest of the try, once due
@@ -220,18 +281,15 @@ class _Race(Raced):
     inside = False  # the caller is waiting for the first attempt
     interrupted = False  # ... and the runner cancelled that wait
 
-    def __init__(self, hedger: AsyncHedger, transport: Any, request: Request, closes: int,
-                 stream: object, loop: asyncio.AbstractEventLoop,
-                 caller: asyncio.Task[Any]) -> None:
-        self.hedger = hedger
-        self.transport = transport
-        self.request = self.sending = request  # sending: what the first attempt sends
-        self.closes = closes
-        self.stream = stream
-        self.loop = loop
-        self.caller = caller
-        self.delay = 0.0
-        self.context = contextvars.copy_context()  # the caller's: a runner starts in it
+    hedger: AsyncHedger
+    transport: Any
+    request: Request
+    sending: Request  # what the first attempt sends
+    closes: int
+    stream: object
+    loop: asyncio.AbstractEventLoop
+    caller: asyncio.Task[Any]
+    context: contextvars.Context  # the caller's: a runner starts in it
 
     # -- the timer and the runner ------------------------------------------------------
 
@@ -283,42 +341,22 @@ class _Race(Raced):
     def _sent_report(self, item: tuple[Slot, Any]) -> None:
         self.on_the_wire(cast(float, item[0].sent))
 
-    async def attempt(self) -> Response | None:
-        """Send the first attempt. A plain one's response, or its exception raised, when it
-        came before a hedge was due: the driver goes on as with any quick attempt.
-        ``None``: the try was judged here (a dressed first attempt) or hedged, and
-        :meth:`outcome` says how it ended (:attr:`call` is its call)."""
-        hedger = self.hedger
-        self.inside = True
-        try:
-            result = await self.transport.handle_async_request(self.sending)
-        except Exception as exc:
-            result = exc
-        except BaseException as exc:
-            self.inside = False
-            self._lower_bound()
-            if self.interrupted and isinstance(exc, asyncio.CancelledError):
-                self._ended = await self._taken_back(exc)
-                return None
-            await self._stop()  # the caller's own cancellation (or an interrupt)
-            call = self.call
-            if call is not None and self.first is not None:
-                call.abandon()
-            raise
-        self.inside = False
-        first = self.first
-        sent = self.sent if first is None else first.sent
-        if sent is not None and not isinstance(result, Exception) and hedger.timed():
-            end = hedger.clock()
-            hedger.record(origin_of(self.request.url), end - sent, end)
-        if first is None:  # no hedge was due: a plain attempt's outcome
-            if isinstance(result, Exception):
-                raise result
-            return result
-        self._ended = await self._settle(result)
-        return None
+    async def stopped(self, exc: BaseException) -> _Race:
+        """The caller's wait for the first attempt ended by ``exc``, a cancellation or an
+        interrupt: the runner's outcome when it cancelled that wait (another attempt won:
+        the race itself, :meth:`outcome`), else ``exc`` raised once the runner is
+        stopped."""
+        self._lower_bound()
+        if self.interrupted and isinstance(exc, asyncio.CancelledError):
+            self._ended = await self._taken_back(exc)
+            return self
+        await self._stop()  # the caller's own cancellation (or an interrupt)
+        call = self.call
+        if call is not None and self.first is not None:
+            call.abandon()
+        raise exc
 
-    async def _settle(self, result: Response | BaseException) -> Ended | BaseException:
+    async def settle(self, result: Response | BaseException) -> Ended | BaseException:
         """The first attempt ended after the try was hedged: the runner's outcome (its
         exception returned, not raised)."""
         hedger = self.hedger
@@ -340,7 +378,7 @@ class _Race(Raced):
             runner.cancel()
             await self._reap(runner)
             self.runner = None
-            return await self._settle(result)
+            return await self.settle(result)
         self.send((cast(Slot, self.first), result))
         try:
             return await runner

@@ -12,14 +12,15 @@ threads (``hedge_workers``), ``hedge_async`` in tasks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any, cast
 
-from .._base.flavour import Response
+from .._base.flavour import Flavour, Response
 
 if TYPE_CHECKING:
     from .._call.hedged_call import HedgedCall
 
-__all__ = ["Ended", "Raced", "ended"]
+__all__ = ["Ended", "Raced", "Ran", "Unready", "ended", "response_class"]
 
 #: What a try ends with: ``(response, None)`` to hand over, or ``(None, wait)`` to retry
 #: after ``wait`` seconds (an exception to hand over is raised).
@@ -34,6 +35,19 @@ def ended(verdict: str, result: Response | BaseException, wait: float | None) ->
     if isinstance(result, BaseException):
         raise result
     return result, None
+
+
+class Unready:
+    """A hedging transport's hedger before its first request makes it (an async one's
+    needs the event loop): it hedges no method at a glance."""
+
+    methods: frozenset[str] = frozenset()
+
+
+def response_class(flavour: Flavour) -> type[Any]:
+    """``flavour``'s ``Response`` class: an outcome that is one (or a subclass's) is an
+    answer, told by a test that succeeds (one that fails costs more: it looks further)."""
+    return cast(type, sys.modules[flavour.name].Response)
 
 
 class Raced:
@@ -53,3 +67,14 @@ class Raced:
         if isinstance(ended, BaseException):
             raise ended
         return ended
+
+
+class Ran(Raced):
+    """A call's try run whole where a race would have started (no timer to race with, or
+    the transport closed meanwhile): the call, and how its try ended."""
+
+    __slots__ = ("_ended", "call")
+
+    def __init__(self, call: HedgedCall, ended: Ended | BaseException) -> None:
+        self.call = call
+        self._ended = ended

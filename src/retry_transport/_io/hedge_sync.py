@@ -1,24 +1,26 @@
 """A sync transport's hedged tries, on worker threads (``hedge_workers``).
 
 A quick first attempt runs on a worker while the caller waits for it, for the hedging delay
-at most (:class:`SyncRace`); once the delay is over, a :class:`SyncTry` takes the attempt
-over, sends the hedges and judges every outcome. A call that is not plain runs its try in a
-:class:`SyncTry` from the start. The delay is waited in real time (a lock's or a queue's
+at most (:meth:`SyncHedger.first`); once the delay is over, a :class:`SyncTry` takes the
+attempt over, sends the hedges and judges every outcome. A call that is not plain runs its
+try in a :class:`SyncTry` from the start. The delay is waited in real time (a queue's
 timeout); the transport's ``clock`` times each attempt's latency.
+
+The workers hand each outcome to the caller's thread through one queue per try
+(:class:`Inbox`), which does all the rest: no lock is taken between them.
 """
 
 from __future__ import annotations
 
 import queue
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from .._base.flavour import Response
-from .._call.hedged_call import HedgedCall, Slot
+from .._call.hedged_call import HedgedCall, Slot, hedged_methods
 from .._wire.http import origin as origin_of
-from .hedge_shared import Ended, Raced, ended
+from .hedge_shared import Ended, Raced, Ran, ended, response_class
 
 if TYPE_CHECKING:
     from .._base.flavour import Request
@@ -26,340 +28,338 @@ if TYPE_CHECKING:
     from .._call.hedging import Hedging
     from .hedge_workers import Workers
 
-__all__ = ["Plainly", "SyncHedger", "SyncRace", "SyncTry"]
+__all__ = ["Inbox", "SyncHedger", "SyncRace", "SyncTry"]
+
+#: What an attempt's worker hands over: the attempt (``None``: a race's first, which the try
+#: knows as ``Inbox.first``) and its outcome (an interrupt in it included).
+Item = tuple[Slot | None, Response | BaseException]
+
+
+class Inbox(queue.SimpleQueue[Item]):
+    """Where the attempts of one try hand their outcomes over, from the workers that ran
+    them, read by the caller's thread: a queue of ``(slot, outcome)`` pairs.
+
+    Once the try is over (:attr:`over`), an outcome that comes later goes to no one: it is
+    closed unread, and its attempt's tickets settled with it (a probe's slot goes back),
+    by whichever thread finds it: the caller's as the try ends, or the worker that put it
+    there after that (a worker puts, then looks at :attr:`over`; the caller sets it, then
+    empties the queue: each outcome is taken out once, and none is left).
+
+    It has no ``__init__`` (a race, an inbox itself, is made for each request): who makes
+    one sets :attr:`over`, :attr:`call` and :attr:`first`."""
+
+    __slots__ = ("call", "first", "over")
+
+    over: bool
+    #: The call judging the try, once one took it over, and its first attempt.
+    call: HedgedCall | None
+    first: Slot | None
+
+    def discard(self) -> None:
+        """Close every outcome in the queue, unread; once a try took them over (its losers
+        run on to their end), settle each attempt's tickets with its outcome."""
+        while True:
+            try:
+                slot, result = self.get_nowait()
+            except queue.Empty:
+                return
+            if not isinstance(result, BaseException):
+                result.close()
+            call = self.call
+            if call is not None and call.losers_run:
+                call.late(slot or self.first, result)  # type: ignore[arg-type]
+
+
+class SyncRace(Inbox, Raced):
+    """A quick first attempt of a hedged request, sent on a worker thread, which hands its
+    outcome over in the race, an :class:`Inbox` (as ``(None, outcome)``); the caller waits
+    there, for the hedging delay at most (:meth:`SyncHedger.first`, which makes the race).
+    When the delay is over first, a call takes the attempt over (``HedgedCall.adopt``) and
+    a :class:`SyncTry` goes on with it, reading the same inbox; when the caller stops
+    waiting (an interrupt), the outcome is closed whenever it comes."""
+
+    __slots__ = ("_ended",)
+
+    def abandon(self) -> None:
+        """The caller stopped waiting (an interrupt): the first's answer is closed whenever
+        it comes, and the call, if one was made, is settled as any request ended outside
+        the decisions."""
+        self.over = True
+        self.discard()
+        if self.call is not None:
+            self.call.abandon()
 
 
 class SyncHedger:
     """A sync transport's hedged tries: what they need of the transport, kept once.
 
-    A quick first attempt (``QuickPath.first``) runs on a worker thread while the
-    caller waits for it on a lock, for the hedging delay at most (:class:`SyncRace`): an
+    A quick first attempt (``QuickPath.first``) runs on a worker thread while the caller
+    waits for it in its race's inbox, for the hedging delay at most (:meth:`first`): an
     answer before it costs the hand-over to the worker. Once the delay is over, the try
-    goes on in a :class:`SyncTry`, which sends the hedges and takes the first's outcome
-    as theirs. A call that is not plain (a deadline, an override, a guard's say) runs its
-    try in a :class:`SyncTry` from the start."""
+    goes on in a :class:`SyncTry`, which sends the hedges and takes the first's outcome as
+    theirs. A call that is not plain (a deadline, an override, a guard's say) runs its try
+    in a :class:`SyncTry` from the start (:meth:`run`)."""
 
-    __slots__ = ("clock", "controller", "flavour", "hedging", "record", "timed", "workers")
+    __slots__ = ("clock", "controller", "delay", "flavour", "hedging", "methods", "record",
+                 "response", "workers")
 
     def __init__(self, controller: Controller, workers: Workers,
                  record: Callable[[str, float, float], None],
                  clock: Callable[[], float]) -> None:
         self.controller = controller
         self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
+        #: The methods of the requests hedged whenever their body is in memory.
+        self.methods = hedged_methods(controller.policy)
+        #: The flavour's ``Response`` class: what an answer is.
+        self.response = response_class(controller.flavour)
+        #: The hedging delay when it is fixed (read from the latency: ``None``).
+        self.delay = (cast(float, self.hedging.delay) if self.hedging.quantile is None
+                      else None)
         self.flavour = controller.flavour
         self.workers = workers
         self.record = record
         self.clock = clock
-        self.timed = controller.timed
 
-    def start(self, transport: Any, request: Request, closes: int, stream: object
-              ) -> tuple[HedgedCall | None, SyncRace | Plainly | None]:
-        """A quick first attempt of ``request``, which may be hedged: the race that runs it
-        on a worker (``(None, race)``), or with no worker free, one that sends it plainly on
-        the caller's thread (nothing queues); ``(call, None)`` when the transport was
-        closed meanwhile (the call's first attempt then says so)."""
-        controller = self.controller
+    def first(self, transport: Any, request: Request, closes: int, stream: object,
+              timed: bool) -> Response | Exception | Raced:
+        """A quick first attempt of ``request``, which may be hedged (``timed``: its latency
+        recorded, as the quick path's sample says), run on a worker while
+        the caller waits for the hedging delay at most: its outcome, a response or its
+        exception (returned), when it came before the delay was over (the driver goes on
+        as with any quick attempt). Else the race, whose try took the attempt over and
+        ended (``Raced.outcome``, its call ``Raced.call``). With no worker free, the
+        attempt is sent on the caller's thread (nothing queues); when the transport was
+        closed meanwhile, a call's try is run whole (its first attempt then says so).
+        Raises what is no outcome of the attempt: an interrupt, an error of the race's."""
         workers = self.workers
         generation = workers.generation
-        race = SyncRace(self, transport, request, closes, stream, generation)
-        race.delay = controller.hedge_delays.get(self.hedging, controller.latency,
-                                                 request.url, self.clock)
-        if self.timed():  # handed to the worker: its latency runs from now
-            race.sent = self.clock()
-        if workers.submit(race.work, None, generation, reserve=True):
-            return None, race
-        if workers.generation == generation:  # no worker free: it goes plainly
-            return None, Plainly(self, transport, request, race.sent)
-        # Closed meanwhile: the call's first attempt says so, if the request began before.
-        return HedgedCall(controller, request, self.hedging, closes, quick=True,
-                          stream=stream), None
-
-
-class Plainly(Raced):
-    """A quick first attempt of a hedged request that no worker is free to run: sent on
-    the caller's thread, unhedged (its latency timed from ``sent``, when sampled). Its
-    :meth:`attempt` never answers ``None``: no try is raced."""
-
-    call: HedgedCall | None = None
-
-    def __init__(self, hedger: SyncHedger, transport: Any, request: Request,
-                 sent: float | None) -> None:
-        self.hedger = hedger
-        self.transport = transport
-        self.request = request
-        self.sent = sent
-
-    def attempt(self) -> Response:
-        """Send the attempt: its response, or its exception raised."""
-        response: Response = self.transport.handle_request(self.request)
-        sent = self.sent
+        delay = self.delay
+        if delay is None:
+            controller = self.controller
+            delay = controller.hedge_delays.get(self.hedging, controller.latency,
+                                                request.url, self.clock)
+        sent = self.clock() if timed else None  # handed over: its latency from now
+        race = SyncRace()  # its fields, set here (a race is made for each request)
+        race.over = False
+        race.call = race.first = None
+        if not workers.submit(transport.handle_request, request, race, None):
+            if workers.generation == generation:  # no worker free: it goes plainly
+                return self._plainly(transport, request, sent)
+            # Closed meanwhile: the call's first attempt says so, if the request began before.
+            return self._whole(transport, HedgedCall(self.controller, request, self.hedging,
+                                                     closes, quick=True, stream=stream))
+        try:
+            _, result = race.get(True, delay)
+        except queue.Empty:
+            return self._hedge(race, transport, request, closes, stream, delay, sent,
+                               generation)
+        except BaseException:  # interrupted while waiting: the answer goes to no one
+            race.abandon()
+            raise
+        if not isinstance(result, self.response) and isinstance(result, BaseException):
+            if isinstance(result, Exception):
+                return result
+            raise result  # an interrupt in the attempt: the request ends with it
         if sent is not None:
-            hedger = self.hedger
-            end = hedger.clock()
-            hedger.record(origin_of(self.request.url), end - sent, end)
+            end = self.clock()
+            self.record(origin_of(request.url), end - sent, end)
+        return result
+
+    def _plainly(self, transport: Any, request: Request, sent: float | None
+                 ) -> Response | Exception:
+        """Send the quick first attempt on the caller's thread, unhedged: no worker is free
+        (its latency timed from ``sent``, when sampled). Its exception is returned."""
+        try:
+            response: Response = transport.handle_request(request)
+        except Exception as exc:
+            return exc
+        if sent is not None:
+            end = self.clock()
+            self.record(origin_of(request.url), end - sent, end)
         return response
 
-
-class SyncRace(Raced):
-    """A quick first attempt of a hedged request, on a worker thread: the caller waits on
-    :attr:`done` for the hedging delay at most. When the delay is over first, a call takes
-    the attempt over (``HedgedCall.adopt``) and :class:`SyncTry` goes on with it: the
-    worker hands its outcome to :attr:`arrive` then, under :attr:`mutex`. When the caller
-    stops waiting (an interrupt), the outcome goes to :func:`_discard` instead, or to the
-    try that took it over, which closes it."""
-
-    # Most races end before their delay: what only a hedged one needs starts as these.
-    call: HedgedCall | None = None
-    first: Slot | None = None
-    result: Response | BaseException | None = None  # the first's outcome, once it came
-    arrive: Callable[[Response | BaseException], None] | None = None
-
-    def __init__(self, hedger: SyncHedger, transport: Any, request: Request, closes: int,
-                 stream: object, generation: int) -> None:
-        self.hedger = hedger
-        self.transport = transport
-        self.request = request
-        self.closes = closes
-        self.stream = stream
-        self.generation = generation
-        self.delay = 0.0
-        self.sent: float | None = None  # when it was handed over, if it is timed
-        self.mutex = threading.Lock()
-        self.done = threading.Lock()
-        self.done.acquire()  # released when the first's outcome is in (before the delay)
-
-    def work(self, _: object) -> None:
-        """The first attempt, on the worker."""
-        result: Response | BaseException
-        try:
-            result = self.transport.handle_request(self.request)
-        except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
-            result = exc
-        with self.mutex:
-            arrive = self.arrive
-            if arrive is None:  # the caller reads the clock, if it times the attempt
-                self.result = result
-                self.done.release()
-                return
-        arrive(result)
-
-    def attempt(self) -> Response | None:
-        """Wait for the first attempt. Its response, or its exception raised, when it came
-        before the delay was over: the driver goes on as with any quick attempt. ``None``:
-        the try was hedged, and :meth:`outcome` says how it ended (:attr:`call`)."""
-        hedger = self.hedger
-        try:
-            came = self.done.acquire(True, self.delay)
-        except BaseException:  # interrupted while waiting: the answer goes to no one
-            self._abandon()
-            raise
-        if came:
-            result = self.result
-            if not isinstance(result, Exception):
-                if isinstance(result, BaseException):
-                    raise result  # an interrupt in the attempt: the request ends with it
-                sent = self.sent
-                if sent is not None:
-                    end = hedger.clock()
-                    hedger.record(origin_of(self.request.url), end - sent, end)
-                return result
-            raise result
+    def _hedge(self, race: SyncRace, transport: Any, request: Request, closes: int,
+               stream: object, delay: float, sent: float | None, generation: int
+               ) -> SyncRace:
+        """The delay is over, the first attempt still out: a call takes it over and a
+        :class:`SyncTry` goes on with it; the race keeps how the try ended."""
         try:  # until the try takes the first's outcome over, an interrupt leaves it here
-            call = self.call = HedgedCall(hedger.controller, self.request, hedger.hedging,
-                                          self.closes, quick=True, stream=self.stream)
-            sent = self.sent  # not read when untimed: the delay has run since the hand-over
-            self.first = call.adopt(self.request, self.delay,
-                                    hedger.clock() - self.delay if sent is None else sent)
-            self._ended = cast(Ended, SyncTry(call, self.transport, hedger.workers,
-                                              hedger.record, hedger.clock,
-                                              self.generation).run(self))
+            call = race.call = HedgedCall(self.controller, request, self.hedging, closes,
+                                          quick=True, stream=stream)
+            # ``sent`` is not read when untimed: the delay has run since the hand-over.
+            race.first = call.adopt(request, delay,
+                                    self.clock() - delay if sent is None else sent)
+            race._ended = cast(Ended, SyncTry(call, transport, self.workers, self.record,
+                                              self.clock, generation,
+                                              race).run())  # never None with a race
         except Exception as exc:
-            self._ended = exc
+            race._ended = exc
         except BaseException:
-            self._abandon()
+            race.abandon()
             raise
-        return None
+        return race
 
-    def _abandon(self) -> None:
-        """The caller stopped waiting (an interrupt): the first's answer is closed whenever
-        it comes, unless a try took it over (which closes it), and the call, if one was
-        made, is settled as any request ended outside the decisions."""
-        with self.mutex:
-            came, taken = self.result, self.arrive is not None
-            if not taken and came is None:
-                self.arrive = _discard
-        if not taken and came is not None and not isinstance(came, BaseException):
-            came.close()
-        if self.call is not None:
-            self.call.abandon()
+    def _whole(self, transport: Any, call: HedgedCall) -> Ran:
+        """``call``'s try run whole here, where a race would have run: how it ended."""
+        try:
+            return Ran(call, self.run(transport, call))
+        except Exception as exc:
+            return Ran(call, exc)
+        except BaseException:
+            call.abandon()
+            raise
 
-
-def _discard(result: Response | BaseException) -> None:
-    """The outcome of a first attempt whose caller stopped waiting: closed, unread."""
-    if not isinstance(result, BaseException):
-        result.close()
-
+    def run(self, transport: Any, call: HedgedCall) -> Ended:
+        """Run the first try of a hedged ``call`` on the workers: how it ended, or
+        ``(None, None)`` when no worker is free (its attempts then go unhedged, at once)."""
+        workers = self.workers
+        return SyncTry(call, transport, workers, self.record, self.clock,
+                       workers.generation).run() or (None, None)
 
 
 class SyncTry:
     """A hedged try on a sync transport's workers: the first attempt and its hedges, each
-    on a worker thread of its own, and the caller's thread waiting for their outcomes on
-    :attr:`results`, for the hedging delay at most, then starting the next hedge.
+    on a worker thread of its own, and the caller's thread waiting for their outcomes in
+    the try's :class:`Inbox`, for the hedging delay at most, then starting the next hedge.
 
-    The workers hand each outcome over through :meth:`arrive`, under :attr:`lock`: while
-    the try runs, into :attr:`results` (its latency recorded); once it is over
-    (:meth:`finish`), a loser that ran on closes its own answer and settles its tickets
-    (``HedgedCall.late``). The losers still on the wire when it ends have the time they
-    took so far recorded (a lower bound), as the async try records a cancelled one."""
+    The caller's thread records each attempt's latency as it reads its outcome; the losers
+    still on the wire when the try ends have the time they took so far recorded (a lower
+    bound), as the async try records a cancelled one, and run on to their end: what they
+    answer then is closed unread (see :class:`Inbox`)."""
 
-    __slots__ = ("call", "clock", "generation", "lock", "on_the_wire", "origin", "over",
-                 "record", "results", "transport", "workers")
+    __slots__ = ("call", "clock", "generation", "inbox", "origin", "out", "record",
+                 "transport", "workers")
 
     def __init__(self, call: HedgedCall, transport: Any, workers: Workers,
                  record: Callable[[str, float, float], None], clock: Callable[[], float],
-                 generation: int) -> None:
+                 generation: int, inbox: Inbox | None = None) -> None:
         self.call = call
         self.transport = transport
         self.workers = workers
         self.record = record
         self.clock = clock
         self.generation = generation  # the workers' when the try began
-        self.results: queue.SimpleQueue[tuple[Slot, Response | BaseException]] = \
-            queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.over = False
+        if inbox is None:
+            inbox = Inbox()
+            inbox.over, inbox.first = False, None
+        inbox.call = call
+        self.inbox = inbox
         self.origin = call.origin
-        self.on_the_wire: dict[Slot, float] = {}  # attempts under way, by when they were sent
+        self.out: list[Slot] = []  # the attempts on the wire whose outcome is not read
         call.losers_run = True
 
-    def work(self, slot: Slot) -> None:
-        """Send attempt ``slot`` (on a worker) and hand its outcome over."""
-        clock = self.clock
-        start = clock()
-        with self.lock:
-            self.on_the_wire[slot] = start
-        result: Response | BaseException
-        try:
-            result = self.transport.handle_request(slot.request)
-        except BaseException as exc:  # KeyboardInterrupt too: the caller raises it
-            result = exc
-        self.arrive(slot, result, start, clock())
+    def _sent(self, slot: Slot) -> None:
+        """Attempt ``slot`` was handed to a worker: on the wire from now."""
+        self.call.sent(slot, self.clock())
+        self.out.append(slot)
 
-    def arrive(self, slot: Slot, result: Response | BaseException, start: float,
-               end: float) -> None:
-        """Attempt ``slot``, sent at ``start``, ended at ``end`` with ``result``: judged by
-        the try if it still runs, else closed unread and its tickets settled."""
-        with self.lock:
-            if not self.over:
-                del self.on_the_wire[slot]
-                if not isinstance(result, BaseException):
-                    self.record(self.origin, end - start, end)
-                self.results.put((slot, result))
-                return
-        # A loser that ran on: its latency was recorded when the try ended; no one will
-        # read its answer; its tickets (a probe slot) are settled with its own outcome.
-        if not isinstance(result, BaseException):
-            result.close()
-        self.call.late(slot, result)
+    def _came(self, slot: Slot, result: Response | BaseException) -> None:
+        """The outcome of ``slot`` was read: its latency recorded (an interrupt's is not)."""
+        self.out.remove(slot)
+        sent = slot.sent
+        if sent is not None and not isinstance(result, BaseException):
+            end = self.clock()
+            self.record(self.origin, end - sent, end)
 
     def finish(self) -> None:
-        """The try is over: the losers still on the wire have their time so far recorded,
-        and the answers that came in, unread, are closed."""
-        with self.lock:
-            self.over = True
-            # The losers still on the wire: as the async try records a cancelled one, the
-            # time they have taken so far (a lower bound), not the whole of a slow answer
-            # that hedging exists to cut (it would lift the quantile the delay is read from).
-            now = self.clock()
-            for start in self.on_the_wire.values():
-                self.record(self.origin, now - start, now)
-            self.on_the_wire.clear()
-        results = self.results
+        """The try is over: the answers that came in, unread, are closed, and the losers
+        still on the wire have their time so far recorded (a lower bound), not the whole
+        of a slow answer that hedging exists to cut (it would lift the quantile the delay
+        is read from)."""
+        inbox = self.inbox
+        inbox.over = True
+        call, first = self.call, inbox.first
         while True:  # answers that came in before the end, unread
             try:
-                slot, late = results.get_nowait()
+                slot, late = inbox.get_nowait()
             except queue.Empty:
-                return
+                break
+            slot = slot or first
+            assert slot is not None
+            if slot in self.out:
+                self._came(slot, late)
             if not isinstance(late, BaseException):
                 late.close()
-            self.call.late(slot, late)
+            call.late(slot, late)
+        if self.out:
+            now = self.clock()
+            for slot in self.out:
+                if slot.sent is not None:
+                    self.record(self.origin, now - slot.sent, now)
+            self.out = []
 
     def start_hedge(self) -> bool:
         """Start a hedge, if a worker is free and the call admits one: whether it went."""
         workers, call = self.workers, self.call
-        if not workers.reserve(self.generation):
+        worker = workers.reserve(self.generation)
+        if worker is None:
             return False
-        if not self.results.empty():  # an answer came meanwhile (its worker freed): judge it first
-            workers.release()
+        if not self.inbox.empty():  # an answer came meanwhile (its worker freed):
+            workers.release(worker)       # judge it first
             return False
         try:
             hedge = call.hedge()
         except BaseException:  # an interrupt in a guard's admission: the worker goes back
-            workers.release()
+            workers.release(worker)
             raise
         if hedge is None:
-            workers.release()
+            workers.release(worker)
             return False
-        if not workers.submit(self.work, hedge, self.generation):  # closed meanwhile: no verdict
+        if not workers.submit(self.transport.handle_request, hedge.request, self.inbox,
+                              hedge, worker):  # closed meanwhile: no verdict
             call.done_unsent(hedge)
             return False
-        call.sent(hedge, self.clock())  # a worker was free: it goes now
+        self._sent(hedge)  # a worker was free: it goes now
         return True
 
-    def take_over(self, race: SyncRace) -> None:
-        """The try's first attempt is ``race``'s, already running on a worker (a quick one
-        whose delay is over): from now on its outcome arrives here, as the hedges' do."""
-        first = cast(Slot, race.first)
-        sent = cast(float, first.sent)
-        clock = self.clock
-        with race.mutex:
-            came = race.result
-            race.arrive = lambda result: self.arrive(first, result, sent, clock())
-            if came is None:  # no hedge runs yet: no worker reads the table
-                self.on_the_wire[first] = sent
-        if came is not None:  # just before the hand-over
-            self.results.put((first, came))
-
-    def run(self, race: SyncRace | None = None) -> Ended | None:
-        """Run the try (with ``race``: from its first attempt, on a worker already); how it
-        ended. ``None``: no worker is free, so the request goes unhedged on the caller's
-        thread (nothing was started)."""
-        call, workers = self.call, self.workers
-        if race is None and not workers.reserve(self.generation):
+    def run(self) -> Ended | None:
+        """Run the try (from a race's first attempt, on a worker already, when the inbox is
+        the race's); how it ended. ``None``: no worker is free, so the request goes
+        unhedged on the caller's thread (nothing was started)."""
+        call, workers, inbox = self.call, self.workers, self.inbox
+        if inbox.first is not None:  # the race's: from now on its outcome is read here
+            self.out.append(inbox.first)
+            try:
+                return self._judge(time.monotonic())  # its delay is over: a hedge is due
+            finally:
+                self.finish()
+        worker = workers.reserve(self.generation)
+        if worker is None:
             return None
         try:
-            if race is not None:
-                self.take_over(race)
-                next_at = time.monotonic()
-            else:
-                try:
-                    first = call.begin()
-                except BaseException:
-                    workers.release()
-                    raise
-                if not workers.submit(self.work, first, self.generation):  # stopped
-                    call.done_unsent(first)
-                    call.check_open()  # a close since the request began: nothing is sent
-                    return None  # begun after the close: it goes unhedged
-                next_at = time.monotonic() + call.delay
-            return self._judge(next_at)
+            try:
+                first = inbox.first = call.begin()
+            except BaseException:
+                workers.release(worker)
+                raise
+            if not workers.submit(self.transport.handle_request, first.request, inbox,
+                                  first, worker):  # the workers were stopped
+                call.done_unsent(first)
+                call.check_open()  # a close since the request began: nothing is sent
+                return None  # begun after the close: it goes unhedged
+            self._sent(first)
+            return self._judge(time.monotonic() + call.delay)
         finally:
             self.finish()
 
     def _judge(self, next_at: float) -> Ended:
         """Wait for each outcome, starting a hedge whenever the delay is over first (at
         ``next_at`` for the next), until the call's verdict ends the try."""
-        call, results = self.call, self.results
+        call, inbox = self.call, self.inbox
+        first = inbox.first
         while True:
             timeout = None
             if call.can_hedge():
                 timeout = max(next_at - time.monotonic(), 0.0)
             try:
-                slot, result = results.get(timeout=timeout)
+                slot, result = inbox.get(True, timeout)
             except queue.Empty:
                 self.start_hedge()
                 next_at = time.monotonic() + call.delay
                 continue
+            slot = slot or first
+            assert slot is not None
+            self._came(slot, result)
             if not isinstance(result, Exception) and isinstance(result, BaseException):
                 raise result  # an interrupt in an attempt: the request ends with it
             try:
