@@ -79,11 +79,24 @@ def _build(driver: SyncRetry[Any] | AsyncRetry[Any], values: dict[str, Any], *, 
     driver._pooled = not sync and isinstance(transport, cast(type, flavour.async_transport))
     driver._untried = True
     driver._quick = driver._controller.quick
-    if settings.hedging is not None:  # the loop is chosen once, here (``_with_hedging``)
-        driver.__class__ = _with_hedging(cast(type, type(driver)), sync)
     driver._memory = flavour.byte_stream
     driver._lap = driver._controller.clock
     driver._record = driver._controller.latency.record
+
+
+class _LoopChosen:
+    """Both drivers' making: the loop is chosen once, as the transport is made. With
+    ``hedging``, it is made of its class's twin that runs the hedging loop
+    (:func:`_with_hedging`), before it has an attribute: an object whose ``__class__`` is
+    assigned afterwards has its attributes read the slow way for good. (A base after the
+    driver, so that ``inspect.signature`` reads the driver's ``__init__``.)"""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("hedging") is not None:  # one of the wrong kind: refused by __init__
+            cls = _with_hedging(cast(type, cls), cls._sync)  # type: ignore[attr-defined]
+        return object.__new__(cls)
 
 
 @functools.cache
@@ -91,8 +104,9 @@ def _with_hedging(cls: type[Any], sync: bool) -> type[Any]:
     """``cls`` (a flavour's transport, or a user's subclass of one) running the hedging
     loop (``_sync_hedging.py``'s or ``_async_hedging.py``'s) in place of the plain one:
     its twin, of the same name, with the loop mixed in after it (a subclass's own methods
-    still come first). A transport built with ``hedging`` becomes one, so that one
-    without runs the plain loop, which names no race: the loop is chosen once."""
+    still come first). A transport built with ``hedging`` is one (:class:`_LoopChosen`),
+    so that one without runs the plain loop, which names no race: the loop is chosen
+    once."""
     loop = SyncHedgingLoop if sync else AsyncHedgingLoop
     return type(cls.__name__, (cls, loop), {
         "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
@@ -155,7 +169,7 @@ def _loop_clock() -> Callable[[], float]:
     return loop.time if type(loop).time is not asyncio.BaseEventLoop.time else time.monotonic
 
 
-class SyncRetry(SyncLoop, Generic[_Sync]):
+class SyncRetry(SyncLoop, _LoopChosen, Generic[_Sync]):
     """The sync driver: each flavour's ``RetryTransport`` is this and its ``BaseTransport``."""
 
     _sync = True
@@ -359,7 +373,7 @@ class SyncRetry(SyncLoop, Generic[_Sync]):
         return f"{type(self).__name__}({self._transport!r}, policy={self.policy!r})"
 
 
-class AsyncRetry(AsyncLoop, Generic[_Async]):
+class AsyncRetry(AsyncLoop, _LoopChosen, Generic[_Async]):
     """The async driver: each flavour's ``AsyncRetryTransport``."""
 
     _sync = False
