@@ -6,6 +6,7 @@ twin), ``_async_resume`` (a body that resumes itself after a break, written once
 ``_sync_resume`` (its generated twin), ``_common`` (what both drivers share),
 ``hedge_shared`` (what a hedged try's I/O keeps alike on both drivers), ``hedge_sync``
 (a sync hedged try, on worker threads), ``hedge_workers`` (those threads),
-``hedge_async`` (an async hedged try, in tasks), ``bodies`` (buffering and draining
+``hedge_async`` (an async hedged try, its first attempt in the caller's task),
+``hedge_group`` (an async hedged try in a task group), ``bodies`` (buffering and draining
 bodies) and ``transports`` (the httpx binding: ``RetryTransport``,
 ``AsyncRetryTransport`` and httpx's errors)."""

@@ -7,7 +7,7 @@ exception raised) or every attempt has failed retryably (the driver then goes on
 ordinary retries). Whatever happens, no response of the try is left open: an attempt that
 answers after the try is over has its response closed unread. The decisions are
 :class:`~._call.hedged_call.HedgedCall`'s; ``hedge_sync`` runs the attempts on worker
-threads (``hedge_workers``), ``hedge_async`` in tasks.
+threads (``hedge_workers``), ``hedge_async`` in tasks (``hedge_group``, once hedged).
 """
 
 from __future__ import annotations
