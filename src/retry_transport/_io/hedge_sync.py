@@ -123,14 +123,14 @@ class SyncHedger:
     def first(self, transport: Any, request: Request, closes: int, stream: object,
               timed: bool) -> Response | Exception | Raced:
         """A quick first attempt of ``request``, which may be hedged (``timed``: its latency
-        recorded, as the quick path's sample says), run on a worker while
-        the caller waits for the hedging delay at most: its outcome, a response or its
-        exception (returned), when it came before the delay was over (the driver goes on
-        as with any quick attempt). Else the race, whose try took the attempt over and
-        ended (``Raced.outcome``, its call ``Raced.call``). With no worker free, the
-        attempt is sent on the caller's thread (nothing queues); when the transport was
-        closed meanwhile, a call's try is run whole (its first attempt then says so).
-        Raises what is no outcome of the attempt: an interrupt, an error of the race's."""
+        is recorded, as the quick path's sample says), run on a worker while the caller
+        waits for the hedging delay at most: its outcome, a response or its exception
+        (returned), when it came before the delay was over (the driver goes on as with any
+        quick attempt). Else the race, whose try took the attempt over and ended
+        (``Raced.outcome``, its call ``Raced.call``). With no worker free, the attempt is
+        sent on the caller's thread (nothing queues); when the transport was closed
+        meanwhile, a call's try is run whole (its first attempt then says so). Raises
+        what is no outcome of the attempt: an interrupt, an error of the race's."""
         workers = self.workers
         generation = workers.generation
         delay = self.delay
@@ -294,8 +294,8 @@ class SyncTry:
         worker = workers.reserve(self.generation)
         if worker is None:
             return False
-        if not self.inbox.empty():  # an answer came meanwhile (its worker freed):
-            workers.release(worker)       # judge it first
+        if not self.inbox.empty():  # an answer came meanwhile (its worker freed): judged first
+            workers.release(worker)
             return False
         try:
             hedge = call.hedge()

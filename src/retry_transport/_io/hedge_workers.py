@@ -29,7 +29,6 @@ __all__ = ["HEDGE_WORKERS", "Outcomes", "Workers"]
 HEDGE_WORKERS: Final = 64
 
 
-
 class Outcomes(Protocol):
     """Where a worker hands a job's outcome over: ``(tag, outcome)`` put in it; once it is
     :attr:`over`, no one reads it any more, and the worker calls :meth:`discard`."""
