@@ -104,10 +104,6 @@ class GroupedTry:
         self.clock, self.aclose, self.pooled = hedger.clock, hedger.aclose, hedger.pooled
         self.origin = call.origin
         self.first = call.begin() if race is None else cast(Slot, race.first)  # a deadline
-        self.send, self.receive = anyio.create_memory_object_stream[tuple[Slot, Any]](
-            math.inf)
-        if race is not None:
-            race.send = self.send.send_nowait
 
     async def work(self, slot: Slot) -> None:
         """Send attempt ``slot`` (a task of the group) and report its outcome."""
@@ -135,7 +131,13 @@ class GroupedTry:
 
     async def run(self) -> Ended:
         """Run the try (see the class): how it ended. Every answer handed to no one is
-        closed, whatever ends the try."""
+        closed, whatever ends the try. The reports' stream is made here, as the try starts
+        (a task cancelled before it starts makes none, so leaves none open); a race hands
+        its first attempt's outcome to it from then on."""
+        self.send, self.receive = anyio.create_memory_object_stream[tuple[Slot, Any]](
+            math.inf)
+        if self.race is not None:
+            self.race.send = self.send.send_nowait
         state = _Judged()
         try:
             async with anyio.create_task_group() as group:
