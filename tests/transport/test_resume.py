@@ -400,8 +400,6 @@ def test_an_open_breaker_refuses_the_resumption(harness: Harness) -> None:
     assert transport.stats.budget_tokens == 500
 
 
-@pytest.mark.xfail(strict=True, reason="the call tells the guards a number derived from its "
-                   "own attempts: a resumption's needs RetryCall to carry one it is told")
 def test_a_resumptions_outcome_is_settled_as_its_own_attempt(harness: Harness) -> None:
     """A resumption's 503 opens the breaker (one failure in two): the breaker is told of
     attempt 2, the resumption, as its event says."""

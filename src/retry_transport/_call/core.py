@@ -96,7 +96,7 @@ class RetryCall(TimeLeft):
     """
 
     __slots__ = ("_controller", "_origin", "_progress", "_tickets", "closes", "enabled",
-                 "policy", "ready", "request", "stream", "testing", "wait")
+                 "number", "policy", "ready", "request", "stream", "testing", "wait")
 
     #: Whether the first try is hedged (``_hedged_call.HedgedCall``).
     hedged = False
@@ -128,6 +128,9 @@ class RetryCall(TimeLeft):
         # The attempt in flight's record: (guard, ticket) for each guard that gave one.
         self._tickets: list[tuple[Guard, object]] | tuple[tuple[Guard, object], ...]
         self.enabled = True
+        #: The number of the attempt the guards are told of, when it is not the one after
+        #: the history (a hedge's, a resumption's: they keep it up to date); 0 otherwise.
+        self.number = 0
         self.wait: float | None = None
         self.ready: Request | None = None
         if quick:  # sent under the transport's own policy: whatever the request says now
@@ -205,7 +208,7 @@ class RetryCall(TimeLeft):
     @property
     def attempt(self) -> int:
         """The number of the attempt being admitted or settled (1 for the first)."""
-        return self.retries + 1
+        return self.number or self.retries + 1
 
     @property
     def rng(self) -> Any:

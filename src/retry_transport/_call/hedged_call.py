@@ -70,7 +70,7 @@ Verdict = Literal["win", "more", "retry", "stop"]
 class HedgedCall(RetryCall):
     """A :class:`~._call.core.RetryCall` whose first try may have several attempts in flight."""
 
-    __slots__ = ("_current", "_number", "_slots", "_stopped", "delay", "hedged", "hedging",
+    __slots__ = ("_current", "_slots", "_stopped", "delay", "hedged", "hedging",
                  "losers_run")
 
     def __init__(self, controller: Controller, request: Request, hedging: Hedging,
@@ -78,7 +78,6 @@ class HedgedCall(RetryCall):
                  stream: object = None) -> None:
         self._slots: list[Slot] = []
         self._current: Slot | None = None
-        self._number = 0  # the hedge being admitted (what the guards read as ``attempt``)
         self._stopped = False  # a guard refused a hedge: no more in this try
         self.hedging = hedging
         self.delay = 0.0
@@ -95,11 +94,6 @@ class HedgedCall(RetryCall):
         """Whether another attempt could join the try later (a hedge's delay to wait)."""
         return (not self._stopped and len(self._slots) < self.policy.max_attempts
                 and self.running < self.hedging.max_attempts)
-
-    @property
-    def attempt(self) -> int:
-        """The number of the attempt being admitted or settled (a hedge's own number)."""
-        return self._number or self.retries + 1
 
     @property
     def running(self) -> int:
@@ -153,11 +147,11 @@ class HedgedCall(RetryCall):
         if left is not None and left < MIN_ATTEMPT:
             return None
         if self._controller.guards:
-            self._number = len(slots) + 1
+            self.number = len(slots) + 1
             try:
                 refused = self._admit(HEDGE) is REFUSED
             finally:
-                self._number = 0
+                self.number = 0
             if refused:  # hedges stop when a guard refuses one (gRPC: with throttling)
                 self._stopped = True
                 return None
@@ -188,23 +182,23 @@ class HedgedCall(RetryCall):
         """What the admission of ``slot``, never sent, took goes back (a hedge's cost to
         the budget), and its tickets are settled without a verdict."""
         tickets, slot.tickets = slot.tickets, []
-        self._number = slot.number
+        self.number = slot.number
         try:
             for guard, ticket in tickets:
                 guard.refund(self, ticket)
                 guard.settle(self, ticket, None)
         finally:
-            self._number = 0
+            self.number = 0
 
     def _settle_slot(self, slot: Slot, tickets: list[tuple[Guard, object]]) -> None:
         """Settle ``tickets``, what is left to settle of attempt ``slot``, without a
         verdict (cancelled, or the request ended outside the decisions)."""
         self._tickets = tickets
-        self._number = slot.number
+        self.number = slot.number
         try:
             self._settle(None)
         finally:
-            self._number = 0
+            self.number = 0
 
     def done(self, slot: Slot, result: Response | Exception) -> tuple[Verdict, float | None]:
         """Attempt ``slot`` ended with ``result``; see :data:`Verdict`."""
@@ -228,14 +222,14 @@ class HedgedCall(RetryCall):
         self._tickets, slot.tickets = slot.tickets, []
         self._current = slot
         error = isinstance(result, Exception)
-        self._number = slot.number  # the guards settle this attempt's tickets, as its own
+        self.number = slot.number  # the guards settle this attempt's tickets, as its own
         try:
             if isinstance(result, Exception):
                 outcome = self._outcome_of_error(result)
             else:
                 outcome = self._outcome_of(result, result.status_code)
         finally:
-            self._number = 0
+            self.number = 0
         stop = outcome.stop
         if stop is not None:
             self._end_try(slot)

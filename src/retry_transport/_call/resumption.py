@@ -225,6 +225,7 @@ class Resumption:
         if left is not None and left <= 0.0:
             self._end(DEADLINE, "the deadline has passed")
         progress = call._state()
+        call.number = len(self._history) + 1  # what the guards are told, to its end
         if controller.guards:
             try:
                 call._admit(RETRY, progress.paid, raising=False)
