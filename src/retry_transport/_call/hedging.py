@@ -19,9 +19,9 @@ requests. As in gRPC's ``hedgingPolicy``:
   verdict) and recorded as such; when every attempt in flight failed retryably, the ordinary
   retry rules take over, each retry a single attempt.
 
-This module holds the settings; ``_hedged_call.HedgedCall`` makes the decisions (sans-I/O,
-like ``_core``) and ``_hedge_loops`` runs the attempts on worker threads or tasks and waits
-out the delays.
+This module holds the settings; ``hedged_call.HedgedCall`` makes the decisions (sans-I/O,
+like ``core``), and the hedging loop (``_io/_async_hedging.py``, with the races and tries of
+``_io/hedge_*.py``) runs the attempts on worker threads or tasks and waits out the delays.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class AsyncLoop(_Common):
         """Send ``request`` until an outcome is final, and hand that over. It decides nothing:
         the quick path and the ``RetryCall`` do. It only executes: it waits, sends, reads a
         body, drains and closes as told, and gives the request back when stopped mid-attempt."""
-        closes = self._controller.closes
+        closes = self._controller.closes  # before anything: a close from now on stops it
         quick = self._quick
         timed = quick.first(request)  # None: a call decides from the first attempt on
         if timed is None:
@@ -52,8 +52,10 @@ class AsyncLoop(_Common):
         stream = request.stream  # as it is before it is sent (it may not be sent again)
         outcome: Response | Exception
         try:
-            send = self._timed if timed else self._transport.handle_async_request
-            outcome = await send(request)
+            if timed:
+                outcome = await self._timed(request)
+            else:
+                outcome = await self._transport.handle_async_request(request)
         except Exception as exc:
             outcome = exc  # judged outside the handler: no later error is chained to it
         else:
