@@ -1,5 +1,5 @@
 """Counting on the success path without a lock, and forgetting old entries in amortised O(1):
-the package's two fast-path tricks, stated once and used by the breaker, the budget, the
+the package's fast-path tricks, stated once and used by the breaker, the budget, the
 throttle, the latency table, the controller, the observer and the stores.
 
 **Counting without a lock.** While a GIL serialises bytecode, ``next()`` of an
@@ -13,6 +13,14 @@ per histogram bucket, with the reads made so far. An interpreter without a GIL
 (:data:`LOCK_FREE` false) takes the owner's lock on every count instead, and :func:`counter`
 gives it a counter that locks.
 
+**A bucket changed without a lock.** A count that one path adds to, clipped at a capacity,
+and that another takes from only when it holds enough, is a :class:`Bucket`: a ``deque`` of
+at most that many tokens. Putting tokens back is one ``extend`` (a full deque drops what does
+not fit: the clip); taking ``n`` is one ``next()`` of a chain of C-level iterators that
+looks for the ``n``-th token and then pops ``n``, with no Python code in between, so no
+thread sees it half done. Every change is one such C call and the count is ``len()``: exact
+at every read, with no lock and nothing to fold in.
+
 **Forgetting in amortised O(1).** A table keyed by origin looks for entries to forget when it
 holds :data:`PRUNE_AT` of them, and next when it holds twice what remained
 (:func:`next_prune_at`): each look walks the table once, paid for by the entries added since
@@ -21,15 +29,18 @@ the last one.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 import sysconfig
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from .fork import track
 
-__all__ = ["LOCK_FREE", "PRUNE_AT", "Tally", "counter", "next_prune_at"]
+__all__ = ["LOCK_FREE", "PRUNE_AT", "Bucket", "Tally", "counter", "next_prune_at"]
 
 #: Whether ``next()`` of an ``itertools.count`` is atomic: a GIL serialises it.
 LOCK_FREE: Final = not sysconfig.get_config_var("Py_GIL_DISABLED")
@@ -64,6 +75,45 @@ class Tally(_Count):
         added = mark - self._mark - 1
         self._mark = mark
         return added
+
+
+class Bucket:
+    """Whole tokens, from none to ``capacity``, put back and taken without a lock (only while
+    :data:`LOCK_FREE`): a ``deque`` of at most ``capacity`` tokens, full at first.
+
+    Each change is one C call that no other thread interrupts: a :meth:`putter` extends the
+    deque (what does not fit is dropped: the bucket clips at ``capacity``); a :meth:`taker`'s
+    ``next()`` reads the deque's ``n``-th token (``IndexError``, nothing taken, if there is
+    none) and then pops ``n``, through ``operator.getitem``, ``deque.pop`` and the iterators
+    that call them, with no Python code in between (the one allocation, ``zip``'s tuple, is
+    made before its items are drawn). So the changes happen one at a time, in some order,
+    each as if it were alone, and ``len()`` reads the tokens exactly at any time.
+    """
+
+    __slots__ = ("_tokens",)
+
+    def __init__(self, capacity: int) -> None:
+        self._tokens: deque[None] = deque(itertools.repeat(None, capacity), maxlen=capacity)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def putter(self, n: int) -> Callable[[], object]:
+        """A callable that puts ``n`` tokens back, those that do not fit dropped (one C
+        call: the quick path may count a success with it)."""
+        if n == 1:
+            return functools.partial(self._tokens.append, None)
+        return functools.partial(self._tokens.extend, (None,) * n)
+
+    def taker(self, n: int) -> Iterator[object]:
+        """An endless iterator whose ``next()`` takes ``n`` tokens, or takes none and raises
+        ``IndexError`` when the bucket holds fewer (one C call)."""
+        if n == 0:
+            return itertools.repeat(None)
+        tokens = self._tokens
+        enough = map(operator.getitem, itertools.repeat(tokens), itertools.repeat(n - 1))
+        pop = itertools.starmap(tokens.pop, itertools.repeat(()))
+        return zip(enough, *([pop] * n), strict=False)
 
 
 class _LockedCount(Iterator[int]):
