@@ -230,10 +230,10 @@ def test_an_event_stream_with_no_event_read_goes_on_from_the_callers_id() -> Non
 #: None (the wait is the break's), the wait).
 WAITS = {
     "backoff": ({}, whole, b"0123", None, 0.5),
-    "stream-retry": ({}, stream, b"retry: 3000\nid: 1\n\n", None, 3.0),
-    "backoff-over-stream-retry": ({}, stream, b"retry: 100\nid: 1\n\n", None, 0.5),
+    "stream-retry-plus-backoff": ({}, stream, b"retry: 3000\nid: 1\n\n", None, 3.5),
+    "short-stream-retry-plus-backoff": ({}, stream, b"retry: 100\nid: 1\n\n", None, 0.6),
     "stream-retry-capped": ({"max_retry_after": 30.0}, stream,
-                            b"retry: 99999999999\nid: 1\n\n", None, 30.0),
+                            b"retry: 99999999999\nid: 1\n\n", None, 30.5),
     "retry-after": ({}, whole, b"0123", {"retry-after": "2"}, 2.0),
     "backoff-over-retry-after": ({}, whole, b"0123", {"retry-after-ms": "200"}, 1.0),
 }
@@ -241,8 +241,8 @@ WAITS = {
 
 @pytest.mark.parametrize("case", WAITS)
 def test_the_wait_before_a_resumption(case: str) -> None:
-    """The policy's backoff for the resumptions so far, raised to the stream's ``retry``
-    time (capped by ``max_retry_after``) and to the server's ``Retry-After``."""
+    """The policy's backoff for the resumptions so far, plus an event stream's ``retry``
+    time (capped by ``max_retry_after``), raised to the server's ``Retry-After``."""
     fields, first, read, headers, expected = WAITS[case]
     control, _ = resumable(RetryPolicy(**{**STEADY, **fields}))
     body = Body(control, first())

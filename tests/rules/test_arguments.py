@@ -166,6 +166,7 @@ ROWS: list[tuple[str, str, object, type[Exception]]] = [
     ("Resume", "max_resumes", 0, V),
     ("Resume", "ranges", 1, T),
     ("Resume", "events", None, T),
+    ("Resume", "post_events_by_get", "yes", T),
     # -- RetryBudget -------------------------------------------------------------------
     ("RetryBudget", "capacity", "500", T),
     ("RetryBudget", "capacity", True, T),
@@ -258,6 +259,7 @@ NO_WRONG_VALUE = {
     ("RetryPolicy", "respect_retry_after"), ("RetryPolicy", "retry_body_errors"),
     ("RetryPolicy", "trust_should_retry"), ("RetryPolicy", "respect_rate_limits"),
     ("RetryPolicy", "retry_if"), ("Resume", "ranges"), ("Resume", "events"),
+    ("Resume", "post_events_by_get"),
     ("CircuitBreaker", "clock"), ("CircuitBreaker", "hooks"), ("CircuitBreaker", "store"),
     ("AdaptiveThrottle", "rng"), ("AdaptiveThrottle", "clock"), ("AdaptiveThrottle", "hooks"),
     ("MemoryStore", "wallclock"), ("RedisStore", "wallclock"), ("deadline", "clock"),

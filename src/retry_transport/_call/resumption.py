@@ -6,19 +6,23 @@ long had the means to go on: a byte range with ``If-Range`` for a representation
 strong validator (RFC 9110 sections 14 and 13.1.5), and ``Last-Event-ID`` for server-sent
 events (the HTML standard). With a ``Resume`` (``resume.py``), a final response to a
 ``GET`` whose body allows it (``_wire/resumable.py``) is handed over with a body that
-resumes itself.
+resumes itself; with ``post_events_by_get``, so is a ``POST``'s event stream, resumed by a
+``GET`` as MCP's streamable HTTP does.
 
 Each resumption is an attempt of the request, decided here (sans-I/O, like the core) through
 the request's :class:`~._call.core.RetryCall`: the guards admit it (an open breaker refuses
 it), the budget pays for it as for a retry (and gets it back when the body then ends
-cleanly), the request's deadline bounds it, and the wait before it is the policy's backoff
-for the resumptions so far, raised to the stream's ``retry`` time and to the server's
+cleanly, or as soon as the caller received new data after it), the request's deadline
+bounds it, and the wait before it is the policy's backoff for the resumptions since the
+last progress (an event stream's ``retry`` time added to it), raised to the server's
 ``Retry-After``. The drivers' bodies (``_io/_async_resume.py`` and its generated sync twin)
 do the reading, the sleeping and the sending.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, NoReturn
 
@@ -55,6 +59,17 @@ __all__ = ["Resumption", "resumption"]
 
 #: The request headers a resumption sets (replacing the caller's).
 _REPLACED: Final = frozenset({b"range", b"if-range", b"last-event-id"})
+#: The headers of a request's body, left off a ``POST``'s event stream resumed by ``GET``.
+_BODY: Final = frozenset({b"content-type", b"content-length", b"content-encoding",
+                          b"transfer-encoding"})
+
+#: By ranges, the new bytes the caller must receive after a resumption for it to have
+#: succeeded (by event ID: one event).
+PROGRESS_BYTES: Final = 64 * 1024
+#: :attr:`Resumption.mark` while no resumption awaits its progress.
+_NEVER: Final = sys.maxsize
+#: A data field, at the start of a line of whole events: the event is dispatched.
+_DATA: Final = re.compile(rb"(?:\A|[\r\n])data[:\r\n]")
 
 #: Why a resumption was not made, for the note on the error, by stop reason.
 _WHY: Final[dict[StopReason, str]] = {
@@ -67,29 +82,46 @@ _WHY: Final[dict[StopReason, str]] = {
 
 def resumption(call: RetryCall, response: Response) -> Resumption | None:
     """The resumption state of ``response``, the final answer of ``call``, or ``None``
-    when its body is not to be resumed: no ``Resume``, not a ``GET``, retries disabled
-    for the request, a body already in memory, or headers that do not allow it."""
+    when its body is not to be resumed: no ``Resume``, not a ``GET`` (nor a ``POST``'s event
+    stream with ``post_events_by_get``), retries disabled for the request, a body already in
+    memory, or headers that do not allow it."""
     controller = call._controller
     resume = controller.resume
-    if (resume is None or not call.enabled or call.request.method != "GET"
+    if (resume is None or not call.enabled
             or isinstance(response.stream, controller.flavour.byte_stream)):
         return None
-    how = plan(response, ranges=resume.ranges, events=resume.events)
-    if how is None:
-        return None
-    return Resumption(call, response, resume.max_resumes, None if how is True else how)
+    method = call.request.method
+    if method == "GET":
+        how = plan(response, ranges=resume.ranges, events=resume.events)
+        if how is None:
+            return None
+        return Resumption(call, response, resume.max_resumes, None if how is True else how)
+    if (method == "POST" and resume.post_events_by_get and resume.events
+            and is_event_stream(response)):
+        return Resumption(call, response, resume.max_resumes, None, by_get=True)
+    return None
 
 
 class Resumption:
     """The decisions for one response's body, from its first break on."""
 
-    __slots__ = ("_attempt", "_error", "_history", "_info", "_kept", "_previous",
-                 "_response", "_success", "call", "closes", "max_resumes", "ranges", "resumes",
-                 "scanner", "total_wait")
+    __slots__ = ("_attempt", "_dropped", "_error", "_history", "_info", "_kept", "_method",
+                 "_previous", "_response", "_since", "_success", "call", "closes", "mark",
+                 "max_resumes", "pending", "ranges", "resumes", "scanner", "total_wait")
 
     def __init__(self, call: RetryCall, response: Response, max_resumes: int,
-                 ranges: Ranges | None) -> None:
+                 ranges: Ranges | None, *, by_get: bool = False) -> None:
         self.call = call
+        # What each resumption is sent as: the request again with the headers it replaces,
+        # or (a POST's event stream) a GET without the headers of the POST's body or its key.
+        self._method = "GET" if by_get else call.request.method
+        dropped = _REPLACED
+        if by_get:
+            dropped = dropped | _BODY
+            key = call.policy.idempotency_header
+            if key is not None:
+                dropped = dropped | {key.lower().encode("latin-1")}
+        self._dropped = dropped
         self._response = response
         self.max_resumes = max_resumes
         #: Byte ranges (``None``: an event stream, read by :attr:`scanner`).
@@ -103,6 +135,12 @@ class Resumption:
         self._history: list[Attempt] = list(info.history)
         self.total_wait = info.total_wait
         self.resumes = 0
+        self._since = 0  # the resumptions since the caller last received new data
+        #: By ranges: the bytes read (``ranges.read``) at which the resumption taken last has
+        #: brought the caller new data enough (``_NEVER`` while none awaits it).
+        self.mark = _NEVER
+        #: By event ID: whether the resumption taken last has yet to hand on an event.
+        self.pending = False
         self.closes = call.closes
         self._previous = call.policy.base_delay  # the last backoff (decorrelated jitter)
         self._error: Exception | None = None  # the break being resumed
@@ -118,6 +156,25 @@ class Resumption:
         """Whether ``exc``, raised while the body was read, is a break a resumption may
         mend: a transport error a retry may fix."""
         return classify_error(exc, self.call._controller.flavour).stop is None
+
+    def progressed(self) -> None:
+        """The resumption taken last brought the caller new data: it has succeeded. Its
+        cost goes back to the budget now, and ``max_resumes`` and the backoff count from
+        zero again."""
+        self.mark = _NEVER
+        self.pending = False
+        self._settle_kept(self._success)
+        self._since = 0
+        self._previous = self.call.policy.base_delay
+
+    def handed(self, pieces: list[bytes]) -> bool:
+        """By event ID, while a resumption awaits its progress: ``pieces``, whole events,
+        are handed on; whether it still awaits it (none of them was dispatched: a comment,
+        a block of only ``id`` or ``retry`` fields)."""
+        if _DATA.search(b"".join(pieces)) is None:
+            return True
+        self.progressed()
+        return False
 
     def ended(self) -> None:
         """The body ended cleanly: the last resumption's cost goes back to the budget."""
@@ -178,17 +235,21 @@ class Resumption:
         ``max_resumes``; raises the break when a rule stops it."""
         call = self.call
         policy = call.policy
-        if self.resumes >= self.max_resumes:
+        if self._since >= self.max_resumes:
             self._end(MAX_ATTEMPTS, f"max_resumes ({self.max_resumes}) reached")
         floor = outcome.floor
         if floor is not None and floor > policy.max_retry_after:
             self._end(RETRY_AFTER_TOO_LONG, f"the server asked for {floor:g} s, over "
                       f"max_retry_after ({policy.max_retry_after:g} s)")
-        backoff = compute_backoff(policy, self.resumes, self._previous, call.rng)
-        wait = max(backoff, floor or 0.0)
+        backoff = compute_backoff(policy, self._since, self._previous, call.rng)
+        wait = backoff
         scanner = self.scanner
         if scanner is not None and scanner.retry_ms is not None:
-            wait = max(wait, min(scanner.retry_ms / 1000, policy.max_retry_after))
+            # The server's time is a floor, and the jitter on top of it spreads the clients
+            # that lost it at once (the larger of the two brought them all back together).
+            wait += min(scanner.retry_ms / 1000, policy.max_retry_after)
+        if floor is not None and floor > wait:
+            wait = floor
         left = call.time_left
         if left is not None and wait >= left - MIN_ATTEMPT:
             self._end(DEADLINE, "the deadline has passed" if left <= 0 else
@@ -202,6 +263,7 @@ class Resumption:
         call._state().paid = paid
         self._previous = backoff
         self.resumes += 1
+        self._since += 1
         self.total_wait += wait
         last = self._history[-1]
         self._history[-1] = replace(last, wait=wait)
@@ -234,14 +296,15 @@ class Resumption:
                 self._end(reason, _WHY.get(reason, refused.refusal.message))
         progress.paid = None
         original = call.request
+        dropped = self._dropped
         headers = [(name, value) for name, value in original.headers.raw
-                   if name.lower() not in _REPLACED]
+                   if name.lower() not in dropped]
         if self.ranges is not None:
             headers.append((b"Range", self.ranges.range_header().encode("ascii")))
             headers.append((b"If-Range", self.ranges.etag.encode("latin-1")))
         else:  # as EventSource sends it: the ID's UTF-8 bytes
             headers.append((b"Last-Event-ID", str(self._attempt).encode("utf-8")))
-        request: Request = controller.flavour.request(original.method, original.url,
+        request: Request = controller.flavour.request(self._method, original.url,
                                                       headers=headers)
         call._label_attempt(request, len(self._history) + 1, left, dict(original.extensions))
         return request
@@ -275,6 +338,9 @@ class Resumption:
             self._success = outcome
             if self.scanner is not None:
                 self.scanner.restart()
+                self.pending = True
+            else:
+                self.mark = self.ranges.read + PROGRESS_BYTES  # type: ignore[union-attr]
             self._publish()
             return None
         for guard, ticket in accounts:

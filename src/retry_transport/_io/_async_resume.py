@@ -48,6 +48,7 @@ class AsyncResuming:
                     # The raw bytes the bodies must bring in all (None: not known yet): each
                     # body's are counted against it, and never a byte past it handed on.
                     size = ranges.size()
+                    mark = state.mark  # where the resumption taken has brought data enough
                     chunks = self._stream.__aiter__()
                     async for chunk in chunks:
                         read = ranges.read + len(chunk)
@@ -55,12 +56,19 @@ class AsyncResuming:
                             over = True
                             break
                         ranges.read = read
+                        if read >= mark:
+                            state.progressed()
+                            mark = state.mark
                         yield chunk
                     short = size is not None and ranges.read < size
                 else:
                     assert scanner is not None  # an event stream
+                    pending = state.pending  # the resumption taken has yet to hand on an event
                     async for chunk in self._stream:
-                        for piece in scanner.feed(chunk):  # noqa: UP028 (the sync twin's)
+                        pieces = scanner.feed(chunk)
+                        if pending and pieces:
+                            pending = state.handed(pieces)
+                        for piece in pieces:  # noqa: UP028 (the sync twin's)
                             yield piece
             except Exception as exc:
                 if self._closed or not state.breaks(exc):
