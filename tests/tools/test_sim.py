@@ -1403,20 +1403,17 @@ def test_command_prints_the_overload_table(
 
 
 def test_downloads_over_a_flaky_link() -> None:
-    """The same links in every configuration; resumption sends each byte once when it has
-    resumptions enough, and a download that runs out of them starts again."""
-    small = {"downloads": 20, "size": 20_000_000, "mean_drop": 5_000_000, "tries": 4}
+    """The same links in every configuration; resumption sends each byte once, and since
+    a resumption that brings new data counts max_resumes from zero again, a download
+    resumed many more times than max_resumes never starts again from zero."""
+    small = {"downloads": 20, "size": 20_000_000, "mean_drop": 2_000_000, "tries": 4}
     plain = run_downloads(None, **small)
-    few = run_downloads(Resume(), **small)
-    many = run_downloads(Resume(40), **small)
     files = small["downloads"] * small["size"]
-    assert (many.failed, many.restarts, many.transferred) == (0, 0, files)
-    assert many.resumes > 20  # about size / mean_drop each
-    assert plain.resumes == 0 and plain.failed > few.failed
-    assert few.transferred > files  # the restarts sent some bytes again
-    # bytes per completed download: the restarts from zero cost the most
-    assert plain.transferred / len(plain.times) > few.transferred / len(few.times)
-    assert few.restarts > 0  # five resumptions were not enough for some
+    assert plain.resumes == 0 and plain.failed > 0 and plain.restarts > 0
+    resumed = run_downloads(Resume(), **small)
+    assert (resumed.failed, resumed.restarts, resumed.transferred) == (0, 0, files)
+    assert resumed.resumes > 100  # about size / mean_drop each
+    assert resumed.most_resumes > 2 * 5  # more than twice what it allows in a row
     # the first download's time: its bytes at 10 MB/s, a round trip per attempt, the waits
-    assert min(many.times) >= small["size"] / 10_000_000
-    assert run_downloads(Resume(40), **small) == many  # deterministic
+    assert min(resumed.times) >= small["size"] / 10_000_000
+    assert run_downloads(Resume(), **small) == resumed  # deterministic

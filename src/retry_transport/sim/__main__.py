@@ -141,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-downloads",
         action="store_true",
         help="skip the flaky-link downloads (100 downloads of 100 MB over links that drop "
-        "every 20 MB on average: without Resume, with Resume() and with Resume(20))",
+        "every 20 MB on average: without Resume and with Resume())",
     )
     policy = parser.add_argument_group(
         "your policy (any option here or below runs it instead of the storm's table)"
@@ -652,29 +652,28 @@ def _downloads_intro(result: DownloadsResult) -> str:
         "distributed, whatever the connection). The server's file has a strong ETag and "
         "honours Range with If-Range. When an error reaches the application, it starts the "
         f"download again from the beginning, up to {result.tries} times in all. The rows: "
-        "without resumable bodies, with Resume() (5 resumptions per response) and with "
-        f"Resume(20); seed {result.seed}, the same links in every row. Time: virtual "
+        "without resumable bodies and with Resume() (5 resumptions in a row without "
+        f"progress); seed {result.seed}, the same links in every row. Time: virtual "
         "seconds from the start to a completed download's last byte."
     )
     return wrap(text)
 
 
 def _downloads_summary(rows: Sequence[tuple[str, DownloadsResult]]) -> str:
-    plain, *resumed = (r for _, r in rows)
-    best = resumed[-1]
+    plain, best = (r for _, r in rows)
     files = best.size * best.downloads
     text = (
         f"Without resumption {len(plain.times)} of {plain.downloads} downloads complete: a "
         f"{plain.size / 1e6:g} MB body crosses a link that drops every "
         f"{plain.mean_drop / 1e6:g} MB only about once in {round(1 / _no_drop(plain)):,} "
         f"tries, so {plain.transferred / 1e9:.1f} GB cross the link for "
-        f"{len(plain.times) * plain.size / 1e9:.1f} GB of files. With "
-        f"Resume({best.resume.max_resumes if best.resume else ''}) every byte of the files "
-        f"crosses it {best.transferred / files:.2f} times; Resume()'s five resumptions per "
-        "response are not enough for every download on this link, and a download that "
-        "runs out of them starts again from zero. The wait before each resumption is the "
-        f"policy's backoff for the resumptions so far (capped at {RetryPolicy().max_delay:g} "
-        "s): it sets the slowest times."
+        f"{len(plain.times) * plain.size / 1e9:.1f} GB of files. With Resume() "
+        f"{len(best.times)} of {best.downloads} complete and every byte of the files "
+        f"crosses it {best.transferred / files:.2f} times, with {best.restarts:,} restarts "
+        "from zero: a resumption that brings new data counts max_resumes and the backoff "
+        f"from zero again, so the {best.resumes:,} resumptions, up to "
+        f"{best.most_resumes:,} for one download, never run out, and the backoff starts "
+        "again from its first step after each."
     )
     return wrap(text, first="  ", indent="  ")
 

@@ -4,8 +4,8 @@ resumable bodies (``Resume``). The model (:func:`run_downloads`):
 
 * ``downloads`` (100) independent downloads of a ``size``-byte file (100 MB), all started
   at t = 0, each by an application of its own with a real ``AsyncRetryTransport`` of its
-  own (``RetryPolicy()``, the default ``RetryBudget()``; ``resume``: ``None``, ``Resume()``
-  or ``Resume(20)``) over a link of its own. Each download is a ``GET`` handed to the
+  own (``RetryPolicy()``, the default ``RetryBudget()``; ``resume``: ``None`` or
+  ``Resume()``) over a link of its own. Each download is a ``GET`` handed to the
   transport's ``handle_async_request`` as a client hands it, its body read with
   ``aiter_raw()`` (the client itself is left out: it adds nothing to what is measured).
 * The link carries ``bandwidth`` bytes a second (10 MB/s) and drops the connection after
@@ -44,11 +44,10 @@ _PIECE: Final = 4 * 1024 * 1024
 #: What the link carries: slices of one buffer, never a copy.
 _ZEROS: Final = memoryview(bytes(_PIECE))
 
-#: The command's three configurations: (label, resume).
+#: The command's configurations: (label, resume).
 DOWNLOAD_RESUMES: Final[tuple[tuple[str, Resume | None], ...]] = (
     ("none", None),
     ("Resume()", Resume()),
-    ("Resume(20)", Resume(20)),
 )
 
 
@@ -67,6 +66,7 @@ class DownloadsResult:
         transferred: bytes that crossed the link, all downloads together.
         times: per completed download, seconds from t = 0 to its last byte, in order.
         resumes: resumptions, all downloads together.
+        most_resumes: the most resumptions of one download (of all its tries).
         restarts: downloads started again by the application, all together.
         failed: downloads given up after ``tries``.
     """
@@ -83,6 +83,7 @@ class DownloadsResult:
     resumes: int
     restarts: int
     failed: int
+    most_resumes: int = 0
 
 
 class _Link(httpx.AsyncBaseTransport):
@@ -143,7 +144,8 @@ def run_downloads(resume: Resume | None, *, seed: int = 0, downloads: int = 100,
     links = [_Link(size, mean_drop, bandwidth, round_trip, random.Random(f"downloads:{seed}:{i}"))
              for i in range(downloads)]
     times: list[float | None] = [None] * downloads
-    counts = {"resumes": 0, "restarts": 0}
+    counts = {"restarts": 0}
+    each = [0] * downloads  # resumptions per download
 
     async def download(index: int) -> None:
         transport = AsyncRetryTransport(links[index], resume=resume,
@@ -157,12 +159,12 @@ def run_downloads(resume: Resume | None, *, seed: int = 0, downloads: int = 100,
                     pass
             except httpx.TransportError as exc:
                 info = retry_info(exc)
-                counts["resumes"] += info.resumes if info is not None else 0
+                each[index] += info.resumes if info is not None else 0
                 continue
             finally:
                 await response.aclose()
             info = retry_info(response)
-            counts["resumes"] += info.resumes if info is not None else 0
+            each[index] += info.resumes if info is not None else 0
             times[index] = virtual.now()
             return
 
@@ -176,5 +178,5 @@ def run_downloads(resume: Resume | None, *, seed: int = 0, downloads: int = 100,
     return DownloadsResult(
         resume=resume, seed=seed, downloads=downloads, size=size, mean_drop=mean_drop,
         bandwidth=bandwidth, tries=tries, transferred=sum(link.transferred for link in links),
-        times=done, resumes=counts["resumes"], restarts=counts["restarts"],
-        failed=downloads - len(done))
+        times=done, resumes=sum(each), restarts=counts["restarts"],
+        failed=downloads - len(done), most_resumes=max(each, default=0))
