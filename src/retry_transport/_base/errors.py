@@ -200,9 +200,10 @@ def errors_of(library: ModuleType, module: str) -> Errors:
     """The error classes of the flavour bound to ``library`` (``httpx`` or ``httpx2``).
 
     Each subclasses its base above and the library's ``TransportError`` (``DeadlineExceeded``:
-    its ``TimeoutException``; ``StreamIdleTimeout``: its ``ReadTimeout``). ``module`` is the public module that exports them: their
-    ``__module__``, with their own name as ``__qualname__``, so reprs and pickles name the
-    public class (``retry_transport.CooldownError``).
+    its ``TimeoutException``; ``StreamIdleTimeout``: its ``ReadTimeout``). ``module`` is the
+    public module that exports them: their ``__module__``, with their own name as
+    ``__qualname__``, so reprs and pickles name the public class
+    (``retry_transport.CooldownError``).
     """
 
     def make(name: str, base: type[Any], parent: type[Any], doc: str) -> Any:
