@@ -22,6 +22,7 @@ from ._io.transports import (
     CooldownError,
     DeadlineExceeded,
     RetryTransport,
+    StreamIdleTimeout,
     ThrottledError,
 )
 from ._policy.deadlines import deadline, time_left
@@ -66,6 +67,7 @@ __all__ = [
     "RetryStats",
     "RetryTransport",
     "StopReason",
+    "StreamIdleTimeout",
     "ThrottledError",
     "deadline",
     "parse_http_date",

@@ -59,6 +59,7 @@ from ._base.errors import (
     CircuitOpenErrorBase as _CircuitOpenErrorBase,
     CooldownErrorBase as _CooldownErrorBase,
     DeadlineExceededBase as _DeadlineExceededBase,
+    StreamIdleTimeoutBase as _StreamIdleTimeoutBase,
     ThrottledErrorBase as _ThrottledErrorBase,
     errors_of as _errors_of,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "RetryStats",
     "RetryTransport",
     "StopReason",
+    "StreamIdleTimeout",
     "ThrottledError",
     "deadline",
     "parse_http_date",
@@ -105,14 +107,16 @@ if _typing.TYPE_CHECKING:  # what _errors_of makes, as the type checker sees it
     class CircuitOpenError(_CircuitOpenErrorBase, _httpx2.TransportError): ...
     class DeadlineExceeded(_DeadlineExceededBase, _httpx2.TimeoutException): ...
     class ThrottledError(_ThrottledErrorBase, _httpx2.TransportError): ...
+    class StreamIdleTimeout(_StreamIdleTimeoutBase, _httpx2.ReadTimeout): ...
 else:
-    CooldownError, CircuitOpenError, DeadlineExceeded, ThrottledError = _errors_of(
+    (CooldownError, CircuitOpenError, DeadlineExceeded, ThrottledError,
+     StreamIdleTimeout) = _errors_of(
         _httpx2, __name__)
 
 
 #: What the core and the drivers need from httpx2.
 _HTTPX2 = _Flavour.of(_httpx2, CooldownError, CircuitOpenError, DeadlineExceeded,
-                      ThrottledError)
+                      ThrottledError, StreamIdleTimeout)
 
 
 class RetryTransport(_SyncRetry[_httpx2.BaseTransport], _httpx2.BaseTransport):

@@ -157,15 +157,35 @@ CASES: dict[StopReason, tuple[dict[str, Any], Callable[[], dict[str, Any]], Requ
 }
 
 
+#: Decided when a body handed over stalls, after the core's verdict: its own case below.
+AFTER_HAND_OVER: Final = frozenset({StopReason.IDLE_TIMEOUT})
+
+
 def test_every_stop_reason_has_a_case() -> None:
-    assert set(CASES) == set(ORDER)
+    assert set(CASES) | AFTER_HAND_OVER == set(ORDER)
 
 
-@pytest.mark.parametrize("reason", ORDER, ids=[r.value for r in ORDER])
+@pytest.mark.parametrize("reason", [r for r in ORDER if r not in AFTER_HAND_OVER],
+                         ids=[r.value for r in ORDER if r not in AFTER_HAND_OVER])
 def test_each_stop_reason(reason: StopReason) -> None:
     fields, options, request, answers = CASES[reason]
     result = run(controller(RetryPolicy(**fields), **options()), request, list(answers))
     assert reason_of(result) is reason
+
+
+def test_a_stall_of_the_body_handed_over_stops_with_idle_timeout() -> None:
+    """The core hands a 200 over (``success``); its body's stall, as the drivers' watch
+    tells it, makes the stop reason ``idle_timeout``, on the response and the error."""
+    from retry_transport._call.idle import IdleWatch
+
+    request = Request()
+    response = run(controller(), request, [Response(200, content_type="text/event-stream")])
+    assert reason_of(response) is StopReason.SUCCESS
+    watch = IdleWatch(2.0, HTTPX, request, response, record=True)
+    assert not watch.progress(b": ping\n\n") and watch.progress(b"data: 1\n\n")
+    error = watch.stalled()
+    assert str(error) == "no event for 2 s after 1 event (idle_timeout)"
+    assert reason_of(response) is reason_of(error) is StopReason.IDLE_TIMEOUT
 
 
 #: Two rules apply; the earlier in ORDER wins: (policy fields, options, request, answers).

@@ -33,6 +33,7 @@ def test_all_is_pinned() -> None:
         "RetryStats",
         "RetryTransport",
         "StopReason",
+        "StreamIdleTimeout",
         "ThrottledError",
         "deadline",
         "parse_http_date",
@@ -83,7 +84,7 @@ def test_the_httpx2_flavour_exports_the_same_names() -> None:
     }
     assert public == set(rt2.__all__)
     bound = {"RetryTransport", "AsyncRetryTransport", "CooldownError", "CircuitOpenError",
-             "DeadlineExceeded", "ThrottledError"}
+             "DeadlineExceeded", "ThrottledError", "StreamIdleTimeout"}
     for name in set(rt.__all__) - bound:
         assert getattr(rt2, name) is getattr(rt, name), name
     assert issubclass(rt2.RetryTransport, httpx2.BaseTransport)
@@ -93,6 +94,8 @@ def test_the_httpx2_flavour_exports_the_same_names() -> None:
     assert issubclass(rt2.ThrottledError, httpx2.TransportError)
     assert issubclass(rt.DeadlineExceeded, __import__("httpx").TimeoutException)
     assert issubclass(rt2.CircuitOpenError, httpx2.TransportError)
+    assert issubclass(rt2.StreamIdleTimeout, httpx2.ReadTimeout)
+    assert issubclass(rt.StreamIdleTimeout, __import__("httpx").ReadTimeout)
     import httpx
 
     for name in bound:

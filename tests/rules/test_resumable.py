@@ -279,3 +279,38 @@ def test_each_byte_is_split_into_lines_once(line: bytes) -> None:
     assert out == b"".join(chunks)
     if line == b"id: ":
         assert scanner.last_id == "y" * 500_000
+
+
+#: (body, events the HTML standard dispatches): only an event with a ``data`` field counts.
+DISPATCHED = [
+    (b"data: a\n\n", 1),
+    (b"data\n\n", 1),  # a data field with no value: an event with empty data
+    (b"data:\r\n\r\n", 1),
+    (b"event: x\ndata: a\rdata: b\r\r", 1),
+    (b": ping\n\n: ping\n\n", 0),  # comments and blank lines
+    (b"\n\n\n", 0),
+    (b"id: 1\n\nretry: 5\n\n", 0),  # blocks of only id / retry
+    (b"event: x\n\n", 0),  # no data: not dispatched
+    (b"datax: a\n\ndat\n\nd\n\n", 0),  # other fields
+    (b"data: a\n", 0),  # not ended yet
+    (b"\xef\xbb\xbfdata: a\n\n: ping\n\nid: 2\ndata: b\n\n", 2),
+]
+
+
+@pytest.mark.parametrize("body, count", DISPATCHED)
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 1000])
+def test_the_scanner_counts_the_events_the_standard_dispatches(body: bytes, count: int,
+                                                               size: int) -> None:
+    """``dispatched`` counts the ended events with a data field, however the body is cut
+    (what ``idle_timeout`` counts as progress on an event stream)."""
+    _, scanner = scan(body, size)
+    assert scanner.dispatched == count
+
+
+def test_a_torn_event_left_by_a_break_is_not_dispatched_by_the_next_body() -> None:
+    """After :meth:`EventScanner.restart`, the torn event's data line counts for nothing."""
+    scanner = EventScanner()
+    scanner.feed(b"id: 1\ndata: a\n\ndata: torn")
+    scanner.restart()
+    scanner.feed(b"id: 2\n\n")
+    assert scanner.dispatched == 1

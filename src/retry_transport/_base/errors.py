@@ -17,6 +17,7 @@ __all__ = [
     "DeadlineExceededBase",
     "Errors",
     "LayeredRetriesWarning",
+    "StreamIdleTimeoutBase",
     "ThrottledErrorBase",
     "errors_of",
 ]
@@ -96,6 +97,19 @@ class ThrottledErrorBase(_Rebuilt):
         self.probability = probability
 
 
+class StreamIdleTimeoutBase(_Rebuilt):
+    """What every flavour's ``StreamIdleTimeout`` shares: the policy's ``idle_timeout`` it
+    exceeded. Mixed in ahead of the flavour's ``ReadTimeout``, whose constructor takes the
+    request."""
+
+    _fields = ("timeout",)
+    timeout: float
+
+    def __init__(self, message: str, *, timeout: float, request: Any) -> None:
+        super().__init__(message, request=request)  # type: ignore[call-arg]
+        self.timeout = timeout
+
+
 # The docstrings of a flavour's errors, written once: ``{library}`` stands for the library's
 # import name. They are laid out as a class body's, so ``__doc__`` reads as a class
 # statement's would.
@@ -153,22 +167,43 @@ The origin's :class:`~retry_transport.AdaptiveThrottle` refused the request's fi
     """
 
 
+_STREAM_IDLE_DOC = """\
+The server was silent longer than the policy's ``idle_timeout`` while the caller read
+    the body of a response handed over: the stream stalled.
+
+    For an event stream (``text/event-stream``), no event with data came for
+    ``idle_timeout`` seconds (keep-alive comments do not count); for any other body, no
+    chunk did. Only the time spent waiting on the network for the caller's reads counts.
+    The transport closed the response (its connection left the pool) before raising it;
+    its note says what had arrived. Without ``Resume`` (or for a body it cannot resume),
+    ``retry_info(error)`` gives the request's metadata with stop reason ``idle_timeout``;
+    with it, a stall is a break like any other, and the body is resumed where it may be.
+    It subclasses ``{library}.ReadTimeout``, so code that already catches read timeouts
+    keeps working.
+
+    Attributes:
+        timeout: the ``idle_timeout`` exceeded, in seconds.
+    """
+
+
 class Errors(NamedTuple):
-    """A flavour's four error classes, in the order :meth:`Flavour.of` takes them."""
+    """A flavour's error classes, in the order :meth:`Flavour.of` takes them."""
 
     cooldown: type[CooldownErrorBase]
     circuit_open: type[CircuitOpenErrorBase]
     deadline: type[DeadlineExceededBase]
     throttled: type[ThrottledErrorBase]
+    stream_idle: type[StreamIdleTimeoutBase]
 
 
 def errors_of(library: ModuleType, module: str) -> Errors:
     """The error classes of the flavour bound to ``library`` (``httpx`` or ``httpx2``).
 
     Each subclasses its base above and the library's ``TransportError`` (``DeadlineExceeded``:
-    its ``TimeoutException``). ``module`` is the public module that exports them: their
-    ``__module__``, with their own name as ``__qualname__``, so reprs and pickles name the
-    public class (``retry_transport.CooldownError``).
+    its ``TimeoutException``; ``StreamIdleTimeout``: its ``ReadTimeout``). ``module`` is the
+    public module that exports them: their ``__module__``, with their own name as
+    ``__qualname__``, so reprs and pickles name the public class
+    (``retry_transport.CooldownError``).
     """
 
     def make(name: str, base: type[Any], parent: type[Any], doc: str) -> Any:
@@ -183,4 +218,6 @@ def errors_of(library: ModuleType, module: str) -> Errors:
         make("DeadlineExceeded", DeadlineExceededBase, library.TimeoutException,
              _DEADLINE_DOC),
         make("ThrottledError", ThrottledErrorBase, library.TransportError, _THROTTLED_DOC),
+        make("StreamIdleTimeout", StreamIdleTimeoutBase, library.ReadTimeout,
+             _STREAM_IDLE_DOC),
     )

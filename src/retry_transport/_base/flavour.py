@@ -105,6 +105,9 @@ class Flavour:
             subclass of its ``TransportError``.
         deadline_error: the flavour's ``DeadlineExceeded`` (a subclass of its
             ``TimeoutException``).
+        idle_error: the flavour's ``StreamIdleTimeout`` (a subclass of its ``ReadTimeout``):
+            what a read of a body handed over raises when the stream stalls
+            (``idle_timeout``).
         transport_error: the flavour's ``TransportError`` (a request under way when its
             transport was closed ends with one).
         protocol_error: the flavour's ``RemoteProtocolError`` (a resumable body that ends
@@ -128,6 +131,7 @@ class Flavour:
     async_transport: Callable[..., Any]
     errors: Mapping[str, type[Any]]
     deadline_error: type[Any]
+    idle_error: type[Any]
     transport_error: type[Any]
     protocol_error: type[Any]
     sync_tail: type[Any]
@@ -136,7 +140,7 @@ class Flavour:
     @classmethod
     def of(
         cls, module: ModuleType, cooldown_error: type[Any], circuit_open_error: type[Any],
-        deadline_error: type[Any], throttled_error: type[Any],
+        deadline_error: type[Any], throttled_error: type[Any], idle_error: type[Any],
     ) -> Flavour:
         """The binding of ``module`` (``httpx`` or ``httpx2``, which share one API)."""
         return cls(
@@ -158,6 +162,7 @@ class Flavour:
                                      "circuit_open": circuit_open_error,
                                      "throttled": throttled_error}),
             deadline_error=deadline_error,
+            idle_error=idle_error,
             transport_error=module.TransportError,
             protocol_error=module.RemoteProtocolError,
             # A response's stream must be of the flavour's own base class for its

@@ -26,7 +26,9 @@ class StopReason(str, enum.Enum):
     2. ``disabled`` / ``unsafe_method`` / ``body_not_replayable``: the request may not be
        retried.
     3. ``max_attempts``: the attempt limit is reached.
-    4. ``retry_after_too_long`` / ``deadline``: the wait would be too long.
+    4. ``retry_after_too_long`` / ``deadline``: the wait would be too long;
+       ``idle_timeout``: the server was silent longer than the policy's ``idle_timeout``
+       while the caller read the body (the stream stalled, and was not resumed).
     5. ``circuit_open``: the origin's circuit breaker is open (also raised as
        ``CircuitOpenError`` before an attempt it refuses).
     6. ``throttled``: the origin's adaptive throttle refused the attempt locally (also
@@ -46,6 +48,7 @@ class StopReason(str, enum.Enum):
     MAX_ATTEMPTS = "max_attempts"
     RETRY_AFTER_TOO_LONG = "retry_after_too_long"
     DEADLINE = "deadline"
+    IDLE_TIMEOUT = "idle_timeout"
     CIRCUIT_OPEN = "circuit_open"
     THROTTLED = "throttled"
     BUDGET_EXHAUSTED = "budget_exhausted"
@@ -66,6 +69,7 @@ BODY_NOT_REPLAYABLE: Final = StopReason.BODY_NOT_REPLAYABLE
 MAX_ATTEMPTS: Final = StopReason.MAX_ATTEMPTS
 RETRY_AFTER_TOO_LONG: Final = StopReason.RETRY_AFTER_TOO_LONG
 DEADLINE: Final = StopReason.DEADLINE
+IDLE_TIMEOUT: Final = StopReason.IDLE_TIMEOUT
 CIRCUIT_OPEN: Final = StopReason.CIRCUIT_OPEN
 THROTTLED: Final = StopReason.THROTTLED
 BUDGET_EXHAUSTED: Final = StopReason.BUDGET_EXHAUSTED

@@ -22,7 +22,8 @@ httpx or httpx2 comes from the transport's :class:`~._base.flavour.Flavour`. A d
 
 What an outcome means and the order of the stop reasons are stated once, in ``_rules``:
 success, not_retryable, server_declined; disabled, unsafe_method, body_not_replayable;
-max_attempts; retry_after_too_long, deadline; then the guards' vetoes: circuit_open,
+max_attempts; retry_after_too_long, deadline (and idle_timeout, which ends a body handed
+over: ``_io/idle.py``); then the guards' vetoes: circuit_open,
 throttled, budget_exhausted; and closed, before any attempt of a request whose transport
 was closed meanwhile. The guards (``_guards``) admit each attempt, settle its ticket
 with its outcome, and veto retries; this module only runs them, in the controller's order.

@@ -95,6 +95,7 @@ class TransportOptions(TypedDict, total=False):
     respect_rate_limits: bool
     unapplied_statuses: Iterable[int]
     retry_if: RetryPredicate | None
+    idle_timeout: float | None
     verify: Any
     cert: Any
     http1: bool

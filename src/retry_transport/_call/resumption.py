@@ -31,6 +31,7 @@ from .._base.models import (
     CIRCUIT_OPEN,
     CLOSED,
     DEADLINE,
+    IDLE_TIMEOUT,
     MAX_ATTEMPTS,
     NOT_RETRYABLE,
     RETRY_AFTER_TOO_LONG,
@@ -227,7 +228,9 @@ class Resumption:
         self._history[-1] = replace(last, error=type(exc).__name__)
         scanner = self.scanner
         if scanner is not None and scanner.last_id is None:
-            self._end(NOT_RETRYABLE, "no event ID to resume from")
+            flavour = self.call._controller.flavour  # a stall not resumed: idle_timeout
+            self._end(IDLE_TIMEOUT if isinstance(exc, flavour.idle_error) else NOT_RETRYABLE,
+                      "no event ID to resume from")
         return self._next(classify_error(exc, self.call._controller.flavour))
 
     def _next(self, outcome: Outcome) -> float:

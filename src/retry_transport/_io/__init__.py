@@ -8,5 +8,6 @@ twin), ``_async_resume`` (a body that resumes itself after a break, written once
 (a sync hedged try, on worker threads), ``hedge_workers`` (those threads),
 ``hedge_async`` (an async hedged try, its first attempt in the caller's task),
 ``hedge_group`` (an async hedged try in a task group), ``bodies`` (buffering and draining
-bodies) and ``transports`` (the httpx binding: ``RetryTransport``,
-``AsyncRetryTransport`` and httpx's errors)."""
+bodies), ``idle`` (a body handed over whose server falls silent: ``idle_timeout``),
+``watchdog`` (the thread that ends a sync read stalled past it) and ``transports`` (the
+httpx binding: ``RetryTransport``, ``AsyncRetryTransport`` and httpx's errors)."""

@@ -58,7 +58,7 @@ class AsyncHedgingLoop(AsyncLoop):
         if isinstance(outcome, hedger.response):  # an answer (told at once: no other is)
             if quick.ends(request, outcome):
                 if type(outcome.stream) is not self._memory:  # streamed: may break later
-                    self._hint(None, request, stream, outcome)
+                    self._streamed(request, stream, outcome)
                 return outcome
         elif isinstance(outcome, Raced):  # hedged (or run whole): the try's outcome
             return await self._hedged(outcome.call, outcome)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .._base.flavour import Flavour, Response
+    from .._base.flavour import Flavour, Request, Response
     from .._call.resumption import Resumption
 
 __all__ = ["AsyncResuming", "async_resuming"]
@@ -25,6 +25,8 @@ class _Driver(Protocol):
 
     async def _pause(self, seconds: float, closes: int) -> None: ...
     async def _close(self, response: Response) -> None: ...
+    def _watch(self, timeout: float, request: Request, response: Response,
+               record: bool) -> None: ...
 
 
 class AsyncResuming:
@@ -117,6 +119,9 @@ class AsyncResuming:
                     await loop._close(response)
                     raise
                 if taken is None:
+                    timeout = state.call.policy.idle_timeout
+                    if timeout is not None:  # a stall of this body is a break too
+                        loop._watch(timeout, state.call.request, response, False)
                     self._stream = response.stream
                     return
                 wait = taken

@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING
 
 from .._call.core import RetryCall
 from .._call.hints import body_hint
-from .._call.resumption import resumption
+from .._call.idle import IdleWatch
+from .._call.resumption import Resumption, resumption
 from .._wire.http import origin as origin_of
 from ._sync_resume import SyncResuming, sync_resuming
 from ._common import _Common
 from .bodies import buffer, noted
+from .idle import idle_body
 
 if TYPE_CHECKING:
     from .._base.flavour import Request, Response
@@ -63,7 +65,7 @@ class SyncLoop(_Common):
         else:
             if quick.ends(request, outcome):
                 if type(outcome.stream) is not self._memory:  # streamed: may break later
-                    self._hint(None, request, stream, outcome)
+                    self._streamed(request, stream, outcome)
                 return outcome
         return self._attempts(self._begin(request, stream, closes), outcome)
 
@@ -137,25 +139,47 @@ class SyncLoop(_Common):
     def _handed(self, call: RetryCall, response: Response) -> Response:
         """``response``, the final answer of ``call``, as it is handed over: with
         ``resume``, its body resumes itself after a break where it may; a streamed body
-        whose break would reach the caller unretried carries a hint."""
+        whose break would reach the caller unretried carries a hint; with ``idle_timeout``,
+        the server's silence while the caller reads a streamed body is bounded."""
+        state = None
         if self._controller.resume is not None:
-            self._resumable(call, response)
+            state = self._resumable(call, response)
+        timeout = call.policy.idle_timeout
+        if timeout is not None and type(response.stream) is not self._memory:
+            self._watch(timeout, call.request, response, state is None)
+        if state is not None:
+            response.stream = sync_resuming(self._flavour)(self, state, response.stream)
         if type(response.stream) is not self._memory:
             self._hint(call, call.request, call.stream, response)
         return response
 
-    def _resumable(self, call: RetryCall, response: Response) -> None:
-        """With ``resume``: ``response``, the final answer of ``call``, gets a body that
-        resumes itself after a break, when its request and headers allow it. Should that
-        fail, the response is closed (its connection back in the pool) before the error
-        goes on: it is no one's."""
+    def _resumable(self, call: RetryCall, response: Response) -> Resumption | None:
+        """With ``resume``: the resumption state of ``response``, the final answer of
+        ``call``, whose body is to resume itself after a break (``None``: its request and
+        headers do not allow it). Should that fail, the response is closed (its connection
+        back in the pool) before the error goes on: it is no one's."""
         try:
-            state = resumption(call, response)
+            return resumption(call, response)
         except BaseException:
             self._close(response)
             raise
-        if state is not None:
-            response.stream = sync_resuming(self._flavour)(self, state, response.stream)
+
+    def _streamed(self, request: Request, stream: object, response: Response) -> None:
+        """The quick path's final answer, with a streamed body, as it is handed over: its
+        server's silence bounded with ``idle_timeout``, and a hint (:meth:`_hint`)."""
+        timeout = self._controller.policy.idle_timeout
+        if timeout is not None:
+            self._watch(timeout, request, response, True)
+        self._hint(None, request, stream, response)
+
+    def _watch(self, timeout: float, request: Request, response: Response,
+               record: bool) -> None:
+        """``response``'s streamed body, its server's silence bounded by ``timeout``
+        seconds while the caller reads it (``_io/idle.py``); ``record``: a stall ends the
+        request (stop reason ``idle_timeout``), as no ``Resume`` goes on after it."""
+        flavour = self._flavour
+        response.stream = idle_body(flavour, self._sync)(
+            response.stream, IdleWatch(timeout, flavour, request, response, record), response)
 
     def _hint(self, call: RetryCall | None, request: Request, stream: object,
               response: Response) -> None:

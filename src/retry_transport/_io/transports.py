@@ -17,6 +17,7 @@ from .._base.errors import (
     CircuitOpenErrorBase,
     CooldownErrorBase,
     DeadlineExceededBase,
+    StreamIdleTimeoutBase,
     ThrottledErrorBase,
     errors_of,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "CooldownError",
     "DeadlineExceeded",
     "RetryTransport",
+    "StreamIdleTimeout",
     "ThrottledError",
 ]
 
@@ -38,13 +40,15 @@ if TYPE_CHECKING:  # what errors_of makes, as the type checker sees it
     class CircuitOpenError(CircuitOpenErrorBase, httpx.TransportError): ...
     class DeadlineExceeded(DeadlineExceededBase, httpx.TimeoutException): ...
     class ThrottledError(ThrottledErrorBase, httpx.TransportError): ...
+    class StreamIdleTimeout(StreamIdleTimeoutBase, httpx.ReadTimeout): ...
 else:
-    CooldownError, CircuitOpenError, DeadlineExceeded, ThrottledError = errors_of(
+    (CooldownError, CircuitOpenError, DeadlineExceeded, ThrottledError,
+     StreamIdleTimeout) = errors_of(
         httpx, "retry_transport")
 
 #: What the core and the drivers need from httpx.
 HTTPX: Final = Flavour.of(httpx, CooldownError, CircuitOpenError, DeadlineExceeded,
-                          ThrottledError)
+                          ThrottledError, StreamIdleTimeout)
 
 
 class RetryTransport(SyncRetry[httpx.BaseTransport], httpx.BaseTransport):

@@ -161,6 +161,15 @@ class RetryPolicy:
         respect_rate_limits: read rate-limit headers (``RateLimit``, ``X-RateLimit-*``,
             OpenAI's and Anthropic's families): when a response says the quota is exhausted,
             the origin cools down until it resets. Default True.
+        idle_timeout: the longest silence of the server, in seconds (finite, > 0), while
+            the caller reads the streamed body of a final response: for an event stream
+            (``text/event-stream``), the time to the next event with data (comments, blank
+            lines and blocks of only ``id``/``retry`` do not count); for any other body,
+            the time to the next chunk. Only time spent waiting on the network for the
+            caller's reads counts. Past it the response is closed and the read raises
+            ``StreamIdleTimeout`` (a ``ReadTimeout``; stop reason ``idle_timeout``), or,
+            with ``Resume``, the body is resumed as after any break. ``None`` (default): no
+            bound (the inner transport's read timeout still applies to each read).
     """
 
     # The defaults are repeated in __init__ (a test checks that they agree), so that
@@ -182,6 +191,7 @@ class RetryPolicy:
     respect_rate_limits: bool = True
     unapplied_statuses: frozenset[int] = frozenset()
     retry_if: RetryPredicate | None = None
+    idle_timeout: float | None = None
 
     def __init__(
         self,
@@ -202,6 +212,7 @@ class RetryPolicy:
         respect_rate_limits: bool = True,
         unapplied_statuses: Iterable[int] = frozenset(),
         retry_if: RetryPredicate | None = None,
+        idle_timeout: float | None = None,
         **unknown: NoReturn,
     ) -> None:
         """Validate the fields (see the class docstring); the collections become frozensets.
@@ -248,6 +259,8 @@ class RetryPolicy:
                 f"True, False or None, got {retry_if!r}"
             )
         set_(self, "retry_if", retry_if)
+        set_(self, "idle_timeout", None if idle_timeout is None
+             else check_seconds("idle_timeout", idle_timeout, or_none=True))
 
     def __repr__(self) -> str:
         """The fields as the dataclass shows them; ``retry_if`` by its qualified name."""

@@ -17,7 +17,10 @@ them as data, and the docs that list them are tested against it:
 3. ``max_attempts`` is reached.
 4. The wait is too long: the server's time (``retry-after-ms``, else ``Retry-After``, else
    the reset of an exhausted rate-limit quota) above ``max_retry_after``
-   (``retry_after_too_long``), or a wait ending past the deadline (``deadline``).
+   (``retry_after_too_long``), or a wait ending past the deadline (``deadline``). The
+   server's silence too long while the caller read a body handed over ends that body
+   (``idle_timeout``, the policy's ``idle_timeout``; not a retry: the body is resumed with
+   ``Resume`` where it may be, and this is its stop reason when it is not).
 5. A guard vetoes the retry, in the order of its stop reason: the origin's circuit breaker
    is open (``circuit_open``); the origin's adaptive throttle refuses it (``throttled``);
    the retry budget cannot pay for the retry (``budget_exhausted``), asked last so that no
@@ -100,6 +103,7 @@ RULES: Final = (
     Rule(3, StopReason.MAX_ATTEMPTS, "max_attempts reached"),
     Rule(4, StopReason.RETRY_AFTER_TOO_LONG, "the server's time is over max_retry_after"),
     Rule(4, StopReason.DEADLINE, "the wait would end past the deadline"),
+    Rule(4, StopReason.IDLE_TIMEOUT, "the server was silent longer than idle_timeout"),
     Rule(5, StopReason.CIRCUIT_OPEN, "the origin's circuit breaker is open"),
     Rule(5, StopReason.THROTTLED, "the origin's adaptive throttle refuses the attempt"),
     Rule(5, StopReason.BUDGET_EXHAUSTED, "the retry budget cannot pay for the retry"),

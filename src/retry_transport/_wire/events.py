@@ -49,9 +49,11 @@ class EventScanner:
     it, the last event ID becomes the ID buffer's value. An ``id`` field without NULL sets
     the ID buffer (an empty one clears it); a ``retry`` field of ASCII digits only sets the
     reconnection time in milliseconds (at most :data:`MAX_RETRY_MS`), as the line is read.
+    An event with a ``data`` field is one the standard dispatches (:attr:`dispatched`).
     """
 
-    __slots__ = ("_cr", "_fresh", "_held", "_id", "_line", "_open", "last_id", "retry_ms")
+    __slots__ = ("_cr", "_data", "_fresh", "_held", "_id", "_line", "_open", "dispatched",
+                 "last_id", "retry_ms")
 
     def __init__(self, last_id: str | None = None) -> None:
         #: The event ID to resume from: the ID buffer as of the last event that ended, or
@@ -60,6 +62,10 @@ class EventScanner:
         self.last_id = last_id
         #: The stream's reconnection time in milliseconds (``retry``), or ``None``.
         self.retry_ms: int | None = None
+        #: The events ended so far that the standard dispatches: those with a ``data``
+        #: field (a block of comments, or of only ``id``/``retry`` fields, is none).
+        self.dispatched = 0
+        self._data = False  # the event still arriving has a data field
         self._id = last_id  # the ID buffer, which a torn event may have changed
         self._held: list[bytes] = []  # the chunks of the event still arriving, as they came
         self._open = 0  # the line still arriving: 0 none, _SKIP or _READ
@@ -115,16 +121,19 @@ class EventScanner:
                 pieces = self._line
                 pieces.append(line)
                 self._line = []
-                self._field(b"".join(pieces))  # an id or retry line: never a blank one
+                self._field(b"".join(pieces))  # an id, retry or data line: never blank
             opened = 0
         for line in lines:
             tail = line[-1:]
             if tail != b"\n" and tail != b"\r":  # the last line, still arriving
                 head = line[:1]
-                if head == b"i" or head == b"r":
-                    opened = _READ
+                if (head == b"i" or head == b"r"
+                        or (head == b"d" and len(line) < 5 and not self._data)):
+                    opened = _READ  # read when it ends (a "d" one: too short to tell)
                     self._line = [line]
                 else:
+                    if head == b"d" and line[:5] == b"data:":
+                        self._data = True
                     opened = _SKIP
                 break
             at += len(line)
@@ -132,8 +141,13 @@ class EventScanner:
             if head == b"\r" or head == b"\n":  # a blank line: the event ends
                 end = at
                 self.last_id = self._id
+                if self._data:
+                    self.dispatched += 1
+                    self._data = False
             elif head == b"i" or head == b"r":
                 self._field(line)
+            elif head == b"d" and not self._data:
+                self._data = line[:5] == b"data:" or line.rstrip(b"\r\n") == b"data"
         self._open = opened
         # A CR that ends what came may be the first half of a CRLF.
         self._cr = not opened and chunk[-1:] == b"\r"
@@ -150,7 +164,7 @@ class EventScanner:
         return held
 
     def _field(self, line: bytes) -> None:
-        """Read an ``id`` or ``retry`` field line (with its line end)."""
+        """Read an ``id``, ``retry`` or ``data`` field line (with its line end)."""
         name, _, value = line.rstrip(b"\r\n").partition(b":")
         if value[:1] == b" ":
             value = value[1:]
@@ -161,6 +175,8 @@ class EventScanner:
             digits = value.lstrip(b"0")
             self.retry_ms = (MAX_RETRY_MS if len(digits) > _RETRY_DIGITS
                              else min(int(digits or b"0"), MAX_RETRY_MS))
+        elif name == b"data":
+            self._data = True
 
     def rest(self) -> bytes:
         """At a clean end of the body: what is held back (an event the server never ended),
@@ -174,7 +190,7 @@ class EventScanner:
         set (the ID buffer is the last event ID again), and a BOM opening the new body will
         be dropped too."""
         self._held, self._line, self._open, self._cr = [], [], 0, False
-        self._id = self.last_id
+        self._id, self._data = self.last_id, False
         self._fresh = _RESUMED
 
 
