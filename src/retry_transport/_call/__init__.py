@@ -6,6 +6,7 @@ answered at once), ``timeleft`` (its deadline), ``hedged_call`` (a hedged
 try's decisions), ``controller`` (what a transport keeps: settings, guards, counters),
 ``options`` (every transport keyword, declared once), ``hedging`` (``Hedging`` and its
 delays), ``latency`` (each origin's latency), ``resume`` (``Resume``, the settings of
-resumable bodies), ``resumption`` (a broken body's decisions, from its first break on) and
-``hints`` (what would have saved a body that broke in the caller's hands).
+resumable bodies), ``resumption`` (a broken body's decisions, from its first break on),
+``hints`` (what would have saved a body that broke in the caller's hands) and ``inband``
+(a refusal sent inside a ``200``: an event stream's first events judged).
 """

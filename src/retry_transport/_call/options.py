@@ -35,7 +35,14 @@ from .._guards.budget import RetryBudget
 from .._guards.throttle import AdaptiveThrottle
 from .._policy.observe import RetryHook
 from .._policy.peers import retry_object
-from .._policy.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, unknown_keywords
+from .._policy.policy import (
+    FIELDS,
+    EventPredicate,
+    Jitter,
+    RetryPolicy,
+    RetryPredicate,
+    unknown_keywords,
+)
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
 from .resume import Resume
@@ -95,6 +102,7 @@ class TransportOptions(TypedDict, total=False):
     respect_rate_limits: bool
     unapplied_statuses: Iterable[int]
     retry_if: RetryPredicate | None
+    retry_event: EventPredicate | None
     verify: Any
     cert: Any
     http1: bool
