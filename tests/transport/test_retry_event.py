@@ -255,3 +255,26 @@ def test_without_a_judge_nothing_is_read_ahead(harness: Harness) -> None:
     assert response.content == OVERLOADED and len(server.requests) == 1
     assert rt.retry_info(response).history[0].event is None
 
+
+
+def test_with_hedging_a_judged_request_is_judged_not_hedged(harness: Harness) -> None:
+    """An answer is read before it is handed over, so a request is not hedged while a
+    judge is set (as with ``retry_body_errors``): its refusal is judged as without one."""
+    server = Server(answer(START, OVERLOADED), answer(START, DELTA))
+    transport = harness.transport(server, retry_event=Judge(), hedging=rt.Hedging(5.0))
+    response = harness.send(transport, "GET", "https://api.example.com/events")
+    assert response.content == START + DELTA and len(server.requests) == 2
+    info = rt.retry_info(response)
+    assert info.hedges == 0 and info.history[0].event == "error/overloaded_error"
+
+
+def test_the_quick_path_does_not_take_an_event_stream_as_final(harness: Harness) -> None:
+    """After the transport's first request, first attempts go on the quick path: a ``2xx``
+    event stream is still judged there."""
+    server = Server(answer(b"{}", headers={"content-type": "application/json"}),
+                    answer(START, OVERLOADED), answer(START, DELTA))
+    transport = harness.transport(server, retry_event=Judge())
+    assert post(harness, transport).content == b"{}"
+    response = post(harness, transport)
+    assert response.content == START + DELTA and len(server.requests) == 3
+    assert rt.retry_info(response).history[0].event == "error/overloaded_error"
