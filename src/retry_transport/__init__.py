@@ -30,6 +30,7 @@ from ._policy.observe import RetryHook
 from ._policy.policy import (
     DEFAULT_RETRY_METHODS,
     DEFAULT_RETRY_STATUSES,
+    EventPredicate,
     Jitter,
     RetryPolicy,
     RetryPredicate,
@@ -38,6 +39,7 @@ from ._stores.memory import MemoryStore
 from ._stores.redis import RedisStore
 from ._wire.http import retry_info
 from ._wire.retry_after import parse_http_date, parse_retry_after
+from ._wire.sse import ServerSentEvent
 
 __version__ = "0.1.0"
 
@@ -51,6 +53,7 @@ __all__ = [
     "CircuitOpenError",
     "CooldownError",
     "DeadlineExceeded",
+    "EventPredicate",
     "Hedging",
     "Jitter",
     "LatencySummary",
@@ -66,6 +69,7 @@ __all__ = [
     "RetryPredicate",
     "RetryStats",
     "RetryTransport",
+    "ServerSentEvent",
     "StopReason",
     "StreamIdleTimeout",
     "ThrottledError",

@@ -121,6 +121,8 @@ ROWS: list[tuple[str, str, object, type[Exception]]] = [
     ("RetryPolicy", "unapplied_statuses", [99], V),
     ("RetryPolicy", "retry_if", True, T),
     ("RetryPolicy", "retry_if", _async_no_op, T),
+    ("RetryPolicy", "retry_event", "error", T),
+    ("RetryPolicy", "retry_event", _async_no_op, T),
     # a policy field as a keyword of the transports: the same checks
     ("RetryTransport", "max_attempts", "3", T),
     ("RetryTransport", "max_attempts", 0, V),
@@ -263,8 +265,8 @@ def test_a_wrong_kind_is_a_type_error_and_a_wrong_value_a_value_error(
 NO_WRONG_VALUE = {
     ("RetryPolicy", "respect_retry_after"), ("RetryPolicy", "retry_body_errors"),
     ("RetryPolicy", "trust_should_retry"), ("RetryPolicy", "respect_rate_limits"),
-    ("RetryPolicy", "retry_if"), ("Resume", "ranges"), ("Resume", "events"),
-    ("Resume", "post_events_by_get"),
+    ("RetryPolicy", "retry_if"), ("RetryPolicy", "retry_event"), ("Resume", "ranges"),
+    ("Resume", "events"), ("Resume", "post_events_by_get"),
     ("CircuitBreaker", "clock"), ("CircuitBreaker", "hooks"), ("CircuitBreaker", "store"),
     ("AdaptiveThrottle", "rng"), ("AdaptiveThrottle", "clock"), ("AdaptiveThrottle", "hooks"),
     ("MemoryStore", "wallclock"), ("RedisStore", "wallclock"), ("deadline", "clock"),

@@ -33,7 +33,9 @@ def test_the_anthropic_preset_adds_529() -> None:
     policy = rt.presets.anthropic()
     assert policy.retry_statuses == rt.presets.openai().retry_statuses | {529}
     assert policy.unapplied_statuses == {408, 429, 529}
-    others = FIELDS - {"retry_statuses", "unapplied_statuses"}
+    assert policy.retry_event is rt.presets.anthropic_events
+    assert rt.presets.openai().retry_event is rt.presets.openai_events
+    others = FIELDS - {"retry_statuses", "unapplied_statuses", "retry_event"}
     assert all(getattr(policy, name) == getattr(rt.presets.openai(), name) for name in others)
 
 

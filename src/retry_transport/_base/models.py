@@ -107,6 +107,10 @@ class Attempt:
             cooldown (another request's ``Retry-After`` or exhausted rate-limit quota).
             That time is in ``RetryInfo.total_wait`` too. Default ``0.0``.
         held_by: what held it: ``"cooldown"``; ``None`` when it was not held.
+        event: for an attempt ended by an in-band refusal (``retry_event`` returned
+            ``True`` for an event of its ``2xx`` event stream): the event's name and, when
+            its data names one, its error type or code (``"error/overloaded_error"``);
+            ``None`` for every other attempt.
     """
 
     status: int | None
@@ -120,6 +124,7 @@ class Attempt:
     resumed_at: int | str | None = None
     held: float = 0.0
     held_by: str | None = None
+    event: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,9 +282,10 @@ class _RetryInfoDraft:
 def new_attempt(status: int | None, error: str | None, retry_after: float | None, wait: float,
             signal: str | None, refused_wait: float | None = None, hedge: bool = False,
             cancelled: bool = False, resumed_at: int | str | None = None,
-            held: float = 0.0, held_by: str | None = None) -> Attempt:
+            held: float = 0.0, held_by: str | None = None,
+            event: str | None = None) -> Attempt:
     """``Attempt(status, error, retry_after, wait, signal, refused_wait, hedge,
-    cancelled, resumed_at, held, held_by)``, built quickly."""
+    cancelled, resumed_at, held, held_by, event)``, built quickly."""
     draft = _AttemptDraft()
     draft.status = status  # type: ignore[attr-defined]
     draft.error = error  # type: ignore[attr-defined]
@@ -292,6 +298,7 @@ def new_attempt(status: int | None, error: str | None, retry_after: float | None
     draft.resumed_at = resumed_at  # type: ignore[attr-defined]
     draft.held = held  # type: ignore[attr-defined]
     draft.held_by = held_by  # type: ignore[attr-defined]
+    draft.event = event  # type: ignore[attr-defined]
     draft.__class__ = Attempt  # type: ignore[assignment]
     return draft  # type: ignore[return-value]
 

@@ -7,6 +7,7 @@ try's decisions), ``controller`` (what a transport keeps: settings, guards, coun
 ``options`` (every transport keyword, declared once), ``hedging`` (``Hedging`` and its
 delays), ``latency`` (each origin's latency), ``resume`` (``Resume``, the settings of
 resumable bodies), ``resumption`` (a broken body's decisions, from its first break on),
-``hints`` (what would have saved a body that broke in the caller's hands) and ``idle``
-(what a body handed over counts as progress, and what its stall says).
+``hints`` (what would have saved a body that broke in the caller's hands), ``idle``
+(what a body handed over counts as progress, and what its stall says) and ``inband`` (a
+refusal sent inside a ``200``: an event stream's first events judged).
 """

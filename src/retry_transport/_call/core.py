@@ -58,6 +58,7 @@ from .._policy.rules import (
     classify_response,
     final_at_once,
     may_retry,
+    refused,
 )
 from .._wire.http import attach, clipped_timeouts, length, origin as origin_of, remember
 from .controller import Controller
@@ -428,6 +429,15 @@ class RetryCall(TimeLeft):
             return None
         return self._retry_or_stop(response, outcome)
 
+    def on_refusal(self, response: Response, event: str) -> float | None:
+        """``response`` (a ``2xx`` event stream) refused by its event, labelled ``event``
+        (``inband.label``): seconds to wait before the next attempt, or ``None``."""
+        self._attempt_over()
+        outcome = refused(response, self.policy, self._controller.wallclock, event)
+        if self._tickets:
+            self._settle(outcome)
+        return self._retry_or_stop(response, outcome)
+
     def _outcome_of(self, response: Response, status: int) -> Outcome:
         """What a response means; the attempt's tickets settled with it, and the guards
         that learn told."""
@@ -508,7 +518,7 @@ class RetryCall(TimeLeft):
         progress.paid = paid
         progress.total_wait += wait
         status, error, signal = outcome.status, outcome.error, outcome.signal
-        record = new_attempt(status, error, outcome.floor, wait, signal,
+        record = new_attempt(status, error, outcome.floor, wait, signal, event=outcome.event,
                              hedge=self.hedged and self._hedged(progress))
         if progress.place is None:
             history.append(record)
@@ -569,7 +579,7 @@ class RetryCall(TimeLeft):
             detail = (f"the next wait of {refused_wait:.3f} s would end past the deadline "
                       f"({max(left, 0.0):.3f} s left)")
         record = new_attempt(outcome.status, outcome.error, floor, 0.0, signal, refused_wait,
-                             self.hedged and self._hedged(progress))
+                             self.hedged and self._hedged(progress), event=outcome.event)
         if progress.place is None:
             progress.history.append(record)
         else:

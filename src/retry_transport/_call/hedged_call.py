@@ -26,8 +26,9 @@ __all__ = ["HedgedCall", "Slot", "Verdict", "hedgeable", "hedged_methods"]
 
 def hedgeable(policy: RetryPolicy, request: Request, flavour_stream: type) -> bool:
     """Whether ``request`` may be hedged under ``policy``: a method that may be sent again
-    (or an idempotency key), a body held in memory, no ``retry_body_errors``."""
-    if policy.retry_body_errors:
+    (or an idempotency key), a body held in memory, no ``retry_body_errors`` and no
+    ``retry_event`` (either reads an answer before it is handed over)."""
+    if policy.retry_body_errors or policy.retry_event is not None:
         return False
     if request.method not in policy.retry_methods:
         key = policy.idempotency_header
@@ -40,7 +41,9 @@ def hedged_methods(policy: RetryPolicy) -> frozenset[str]:
     """The methods whose requests :func:`hedgeable` takes under ``policy`` whenever their
     body is held in memory, whatever their headers: read once, so that a transport tells
     most hedgeable requests at a glance (any other is asked of :func:`hedgeable`)."""
-    return frozenset() if policy.retry_body_errors else policy.retry_methods
+    if policy.retry_body_errors or policy.retry_event is not None:
+        return frozenset()
+    return policy.retry_methods
 
 
 class Slot:

@@ -35,7 +35,14 @@ from .._guards.budget import RetryBudget
 from .._guards.throttle import AdaptiveThrottle
 from .._policy.observe import RetryHook
 from .._policy.peers import retry_object
-from .._policy.policy import FIELDS, Jitter, RetryPolicy, RetryPredicate, unknown_keywords
+from .._policy.policy import (
+    FIELDS,
+    EventPredicate,
+    Jitter,
+    RetryPolicy,
+    RetryPredicate,
+    unknown_keywords,
+)
 from .._stores.memory import MemoryStore
 from .hedging import Hedging
 from .resume import Resume
@@ -96,6 +103,7 @@ class TransportOptions(TypedDict, total=False):
     unapplied_statuses: Iterable[int]
     retry_if: RetryPredicate | None
     idle_timeout: float | None
+    retry_event: EventPredicate | None
     verify: Any
     cert: Any
     http1: bool

@@ -14,7 +14,9 @@ budget) does not look at them before the first attempt; one that reads no header
 final answer (no rate-limit quotas read, no server's verdict) does not scan them; one with
 nothing to count or settle on a success does not loop over an empty tuple. Settings that
 keep every first attempt off the quick path (a deadline, a header to add, a body to read,
-resumable bodies) leave it closed for good: ``first`` answers ``None`` at once.
+resumable bodies) leave it closed for good: ``first`` answers ``None`` at once. With
+``retry_event``, ``ends`` never takes a ``2xx`` event stream as final: its call judges its
+first events (``inband``).
 
 **Timing.** Each origin's latency is recorded for a random ``LATENCY_SAMPLE`` of the
 attempts (every attempt when a percentile of it sets the hedging delay). The quick path
@@ -47,6 +49,7 @@ from .._policy.observe import SDK_RETRY_WINDOW, Observer, sdk_retry_count
 from .._policy.policy import RetryPolicy
 from .._policy.rules import Outcome, never_final_at_once, signal_free
 from .._wire.http import HEADER_LINES, SIGNAL_FREE, attach
+from .inband import judged
 
 __all__ = ["SAMPLE_MASK", "QuickPath"]
 
@@ -60,9 +63,9 @@ class QuickPath:
     let a first attempt go as it is. ``first`` and ``ends`` are the variants this
     configuration needs (see the module)."""
 
-    __slots__ = ("_as_is", "_clock", "_final", "_final_pairs", "_never", "_observer",
-                 "_requests", "_sample", "_watch_until", "counts", "ends", "first", "guards",
-                 "open", "reads_quotas", "settles", "source", "tickets", "wakers")
+    __slots__ = ("_as_is", "_clock", "_events", "_final", "_final_pairs", "_never",
+                 "_observer", "_requests", "_sample", "_watch_until", "counts", "ends", "first",
+                 "guards", "open", "reads_quotas", "settles", "source", "tickets", "wakers")
 
     def __init__(self, guards: tuple[Guard, ...], policy: RetryPolicy, *, sends_as_is: bool,
                  reads_quotas: bool, requests: Iterator[int], sample: tuple[bool, ...],
@@ -99,6 +102,7 @@ class QuickPath:
         self._final = final
         #: The statuses whose answer is never final at once (``never_final_at_once``).
         self._never = never_final_at_once(policy, reads_quotas)
+        self._events = policy.retry_event is not None  # a 2xx event stream is judged
         #: The source of ``first`` and ``ends``, as composed for this configuration.
         self.source = ""
         self.first: Callable[[Request], bool | None]
@@ -147,6 +151,9 @@ class QuickPath:
             "    if status in never:",
             "        return False",
         ]
+        if self._events:  # judged by its call (``inband``)
+            names["judged"] = judged
+            ends += ["    if 200 <= status < 300 and judged(response):", "        return False"]
         if self.reads_quotas:  # signal_free(), called only for a name it may have to judge
             names["free"] = SIGNAL_FREE
             ends += [

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .._call.core import RetryCall
 from .._call.hints import body_hint
 from .._call.idle import IdleWatch
+from .._call.inband import EventJudge, judged, label
 from .._call.resumption import Resumption, resumption
 from .._wire.http import origin as origin_of
 from ._sync_resume import SyncResuming, sync_resuming
@@ -92,10 +93,11 @@ class SyncLoop(_Common):
                         self._check_failed(request, outcome)
                         raise outcome
                 else:
-                    if call.policy.retry_body_errors:  # its body read first: it may break
-                        wait = self._judge(call, outcome)
-                    else:
+                    policy = call.policy
+                    if policy.retry_event is None and not policy.retry_body_errors:
                         wait = self._verdict(call, outcome)
+                    else:  # its first events judged, or its body read, first
+                        wait = self._read_first(call, outcome)
                     if wait is None:
                         if (self._controller.resume is None
                                 and type(outcome.stream) is self._memory):
@@ -115,12 +117,69 @@ class SyncLoop(_Common):
         self._record(origin_of(request.url), end - start, end)
         return response
 
+    def _read_first(self, call: RetryCall, response: Response) -> float | None:
+        """``call``'s verdict on ``response`` when something of its body is read before:
+        with ``retry_event``, a ``2xx`` event stream's first events (:meth:`_events`); with
+        ``retry_body_errors``, its body (:meth:`_judge`)."""
+        if call.policy.retry_event is not None and judged(response):
+            return self._events(call, response)
+        if call.policy.retry_body_errors:
+            return self._judge(call, response)
+        return self._verdict(call, response)
+
     def _judge(self, call: RetryCall, response: Response) -> float | None:
         """With ``retry_body_errors``: ``call``'s verdict on ``response``, its body read
         first; a body that broke is judged as the attempt's error (see :meth:`_verdict`)."""
         wait = self._read_body(call, response)
         if wait is not None:  # the body failed: retried after the wait
             return wait
+        return self._verdict(call, response)
+
+    def _events(self, call: RetryCall, response: Response) -> float | None:
+        """With ``retry_event``, for a ``2xx`` event stream: ``call``'s verdict on
+        ``response``, its first events judged first (``_call/inband.py``), each chunk held
+        back until the verdict and then handed over, as it came, in front of the rest. An
+        in-band refusal is the call's to judge: the response is closed, unless no further
+        attempt is allowed. A body that breaks before the verdict is judged as the
+        attempt's error; what ``retry_event`` raises is raised, the response closed."""
+        judge = EventJudge(call.policy.retry_event, call.request)  # type: ignore[arg-type]
+        stream = response.stream
+        chunks = stream.__iter__()  # one iterator: what follows the held chunks is its rest
+        verdict: bool | None = None
+        try:
+            for chunk in chunks:
+                verdict = judge.feed(chunk)
+                if verdict is not None:
+                    break
+        except Exception as exc:  # the body broke before the verdict
+            self._close(response)
+            wait = call.on_error(exc)
+            if wait is None:
+                raise
+            return wait
+        except BaseException:
+            self._close(response)
+            raise
+        if judge.raised is not None:  # the policy's retry_event raised: no one's answer
+            self._close(response)
+            raise judge.raised
+        flavour = self._flavour
+        if verdict is None:  # the body ended first: handed over whole
+            stream.close()
+            response.stream = flavour.byte_stream(b"".join(judge.held))
+        else:
+            tail = flavour.sync_tail if self._sync else flavour.async_tail
+            response.stream = tail(judge.held, chunks, stream)
+        if verdict and judge.event is not None:  # an in-band refusal
+            wait = call.on_refusal(response, label(judge.event))
+            if wait is not None:
+                self._close(response)
+                end = getattr(chunks, "close", None)  # a generator's: ended now, not when
+                if end is not None:  # collected (when its loop may be gone)
+                    end()
+            return wait  # None: no further attempt, handed over as it came
+        if call.policy.retry_body_errors:
+            return self._judge(call, response)
         return self._verdict(call, response)
 
     def _verdict(self, call: RetryCall, response: Response) -> float | None:

@@ -21,6 +21,7 @@ from .._base.validate import (
     check_statuses,
     is_async_function,
 )
+from .._wire.sse import ServerSentEvent
 from .peers import peer_hint
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_RETRY_STATUSES",
     "NEVER_RETRIED",
     "RetryPredicate",
+    "EventPredicate",
     "Jitter",
     "RetryPolicy",
     "compute_backoff",
@@ -44,6 +46,9 @@ DEFAULT_RETRY_STATUSES: Final = frozenset({408, 429, 502, 503, 504})
 #: rules decide). (``typing.Callable``, whose alias can say that it lives in
 #: ``retry_transport``.)
 RetryPredicate = typing.Callable[[Any], bool | None]  # noqa: UP007
+#: A policy's ``retry_event``: a plain function of one event of a ``2xx`` event stream,
+#: returning ``True`` (an in-band refusal), ``False`` (content begins) or ``None`` (not yet).
+EventPredicate = typing.Callable[[ServerSentEvent], bool | None]  # noqa: UP007
 
 #: The statuses the library never retries unless the user lists them in ``retry_statuses``:
 #: a server's ``x-should-retry: true`` does not make them retryable.
@@ -170,6 +175,22 @@ class RetryPolicy:
             ``StreamIdleTimeout`` (a ``ReadTimeout``; stop reason ``idle_timeout``), or,
             with ``Resume``, the body is resumed as after any break. ``None`` (default): no
             bound (the inner transport's read timeout still applies to each read).
+        retry_event: a judge of your own for refusals sent inside a ``200``,
+            ``retry_event(event)``, shown each :class:`~retry_transport.ServerSentEvent` of
+            a ``2xx`` ``text/event-stream`` response that would be final (any method),
+            before it is handed over: ``None`` (not content yet: the event is held back and
+            the next one read), ``False`` (content begins: the response is handed over with
+            every held event, byte for byte, then the rest of its stream) or ``True`` (an
+            in-band refusal: the attempt ends as if its status were in
+            ``unapplied_statuses``, retried whatever the method, without a key, its
+            ``Retry-After`` and ``retry-after-ms`` honoured; the refused response is closed,
+            or, when no further attempt is allowed, handed over with its events as it
+            came). At most 64 events or 256 KiB are held: past either, the response is
+            handed over unjudged, as is one under a content coding. A break before the
+            verdict is the attempt's error. A plain function, sync and async alike; what it
+            raises reaches the caller with a note naming ``retry_event``, the response
+            closed. ``Attempt.event`` names a refusing event. Default ``None``: no event is
+            judged (``presets`` set one for their API).
     """
 
     # The defaults are repeated in __init__ (a test checks that they agree), so that
@@ -192,6 +213,7 @@ class RetryPolicy:
     unapplied_statuses: frozenset[int] = frozenset()
     retry_if: RetryPredicate | None = None
     idle_timeout: float | None = None
+    retry_event: EventPredicate | None = None
 
     def __init__(
         self,
@@ -213,6 +235,7 @@ class RetryPolicy:
         unapplied_statuses: Iterable[int] = frozenset(),
         retry_if: RetryPredicate | None = None,
         idle_timeout: float | None = None,
+        retry_event: EventPredicate | None = None,
         **unknown: NoReturn,
     ) -> None:
         """Validate the fields (see the class docstring); the collections become frozensets.
@@ -261,13 +284,21 @@ class RetryPolicy:
         set_(self, "retry_if", retry_if)
         set_(self, "idle_timeout", None if idle_timeout is None
              else check_seconds("idle_timeout", idle_timeout, or_none=True))
+        if retry_event is not None and (not callable(retry_event)
+                                        or is_async_function(retry_event)):
+            raise TypeError(
+                "retry_event must be a plain function of a ServerSentEvent returning True, "
+                f"False or None, got {retry_event!r}"
+            )
+        set_(self, "retry_event", retry_event)
 
     def __repr__(self) -> str:
-        """The fields as the dataclass shows them; ``retry_if`` by its qualified name."""
+        """The fields as the dataclass shows them; ``retry_if`` and ``retry_event`` by
+        their qualified names."""
         shown = []
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
-            if spec.name == "retry_if" and value is not None:
+            if spec.name in ("retry_if", "retry_event") and value is not None:
                 text = qualified_name(value)
             else:
                 text = repr(value)

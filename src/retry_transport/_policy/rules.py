@@ -139,10 +139,14 @@ class Outcome:
         trusted: the server's ``x-should-retry: true`` stands in for an idempotency key.
         ignored: a ``Retry-After`` value that was malformed and ignored (for a DEBUG line),
             or ``None``.
+        event: for an in-band refusal (a ``2xx`` event stream's event ``retry_event``
+            refused), what ``Attempt.event`` says of the event; such an outcome is retried
+            as an unapplied status is (whatever the method, without a key). ``None``
+            otherwise.
     """
 
-    __slots__ = ("error", "failure", "floor", "ignored", "never_sent", "quiet", "signal",
-                 "status", "stop", "success", "timeout", "trusted")
+    __slots__ = ("error", "event", "failure", "floor", "ignored", "never_sent", "quiet",
+                 "signal", "status", "stop", "success", "timeout", "trusted")
 
     def __init__(self, status: int | None, error: str | None, failure: bool | None, *,
                  stop: StopReason | None = None, timeout: bool = False,
@@ -161,6 +165,7 @@ class Outcome:
         self.quiet = quiet
         self.trusted = trusted
         self.ignored: str | None = None
+        self.event: str | None = None
 
     def __repr__(self) -> str:
         return f"<Outcome {self.status or self.error} stop={self.stop} floor={self.floor}>"
@@ -254,31 +259,11 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
     if verdict_name is not None:
         value = signals.get(verdict_name.lower())
         verdict = None if value is None else parse_should_retry(value)
-    floor: float | None = None
-    signal: str | None = None
+    floor, signal, ignored, quota = _server_time(signals, response, policy, wallclock)
     quiet: float | None = None
-    ignored: str | None = None
-    if policy.respect_retry_after:
-        value = signals.get("retry-after-ms")
-        if value is not None:
-            floor = parse_retry_after_ms(value)
-            signal = None if floor is None else "retry-after-ms"
-        value = signals.get("retry-after")
-        if floor is None and value is not None:
-            date = None if value.strip(" \t").isdigit() else header(response, b"date")
-            floor = parse_retry_after(value, now=wallclock(), date=date)
-            signal = None if floor is None else "retry-after"
-            if floor is None:
-                ignored = value
-    if floor is not None:
-        if cooling and status in COOLDOWN_STATUSES and floor <= policy.max_retry_after:
-            quiet = floor
-    elif policy.respect_rate_limits and signals:
-        quota = _quota(signals, response, wallclock())
-        if quota is not None and quota[0] > 0.0:
-            floor, signal = quota
-            if cooling and floor <= policy.max_retry_after:
-                quiet = floor
+    if floor is not None and cooling and floor <= policy.max_retry_after and (
+            quota or status in COOLDOWN_STATUSES):
+        quiet = floor
     failure = retryable or status >= 500
     if verdict is True and not retryable:
         retryable = status not in NEVER_RETRIED  # the library's promise stands
@@ -292,6 +277,49 @@ def classify_response(response: Response, status: int, policy: RetryPolicy,
     outcome = Outcome(status, None, failure, floor=floor, signal=signal,
                       quiet=quiet, trusted=verdict is True and policy.trust_should_retry)
     outcome.ignored = ignored
+    return outcome
+
+
+def _server_time(signals: Mapping[str, str], response: Response, policy: RetryPolicy,
+                 wallclock: Callable[[], float]
+                 ) -> tuple[float | None, str | None, str | None, bool]:
+    """The server's time in ``signals`` (a response's): the floor of the wait and the
+    header that gave it (``retry-after-ms`` over ``Retry-After`` over an exhausted rate-limit
+    quota's reset), a malformed ``Retry-After`` ignored, and whether the time is a quota's."""
+    floor: float | None = None
+    signal: str | None = None
+    ignored: str | None = None
+    if policy.respect_retry_after:
+        value = signals.get("retry-after-ms")
+        if value is not None:
+            floor = parse_retry_after_ms(value)
+            signal = None if floor is None else "retry-after-ms"
+        value = signals.get("retry-after")
+        if floor is None and value is not None:
+            date = None if value.strip(" \t").isdigit() else header(response, b"date")
+            floor = parse_retry_after(value, now=wallclock(), date=date)
+            signal = None if floor is None else "retry-after"
+            if floor is None:
+                ignored = value
+    if floor is None and policy.respect_rate_limits and signals:
+        quota = _quota(signals, response, wallclock())
+        if quota is not None and quota[0] > 0.0:
+            return quota[0], quota[1], ignored, True
+    return floor, signal, ignored, False
+
+
+def refused(response: Response, policy: RetryPolicy, wallclock: Callable[[], float],
+            event: str) -> Outcome:
+    """The outcome of an in-band refusal: ``response`` (a ``2xx`` event stream) refused by
+    its event ``event`` (``Attempt.event``'s label), judged as a status in
+    ``unapplied_statuses`` is: retryable whatever the method, a failure of the origin, its
+    server's time read from its headers (``retry-after-ms``, ``Retry-After``, an exhausted
+    rate-limit quota's reset)."""
+    found = scan(response, None)
+    floor, signal, ignored, _ = _server_time(found or {}, response, policy, wallclock)
+    outcome = Outcome(response.status_code, None, True, floor=floor, signal=signal)
+    outcome.ignored = ignored
+    outcome.event = event
     return outcome
 
 
@@ -385,7 +413,7 @@ def may_retry(outcome: Outcome, policy: RetryPolicy, enabled: bool, method: str,
     sent = not outcome.never_sent
     if (sent and not outcome.trusted and method not in policy.retry_methods
             and not idempotent(method, headers, policy)
-            and outcome.status not in policy.unapplied_statuses):
+            and outcome.status not in policy.unapplied_statuses and outcome.event is None):
         return UNSAFE_METHOD
     if sent and type(stream) is not flavour.byte_stream and not replayable(stream, flavour):
         return BODY_NOT_REPLAYABLE
