@@ -23,10 +23,10 @@ httpx or httpx2 comes from the transport's :class:`~._base.flavour.Flavour`. A d
 What an outcome means and the order of the stop reasons are stated once, in ``_rules``:
 success, not_retryable, server_declined; disabled, unsafe_method, body_not_replayable;
 max_attempts; retry_after_too_long, deadline (and idle_timeout, which ends a body handed
-over: ``_io/idle.py``); then the guards' vetoes: circuit_open,
-throttled, budget_exhausted; and closed, before any attempt of a request whose transport
-was closed meanwhile. The guards (``_guards``) admit each attempt, settle its ticket
-with its outcome, and veto retries; this module only runs them, in the controller's order.
+over: ``_io/idle.py``); then the guards' vetoes: circuit_open, throttled, budget_exhausted;
+and closed, before any attempt of a request whose transport was closed meanwhile. The
+guards (``_guards``) admit each attempt, settle its ticket with its outcome, and veto
+retries; this module only runs them, in the controller's order.
 """
 
 from __future__ import annotations
@@ -62,18 +62,11 @@ from .._policy.rules import (
 )
 from .._wire.http import attach, clipped_timeouts, length, origin as origin_of, remember
 from .controller import Controller
+from .drain import worth_draining
 from .progress import Progress
 from .timeleft import MIN_ATTEMPT, TimeLeft
 
-__all__ = ["DRAIN_MAX_BYTES", "DRAIN_MAX_SECONDS", "REFUSED", "Refused", "RetryCall"]
-
-#: A discarded response whose declared body is at most this many bytes is read to the end
-#: before it is closed, so its keep-alive connection goes back to the pool instead of being
-#: torn down (a retry storm should not add connection handshakes to the load).
-DRAIN_MAX_BYTES: Final = 64 * 1024
-#: ... and draining it takes at most this many seconds: a body that trickles in (each chunk
-#: just inside the read timeout) is dropped with its connection instead of holding the retry.
-DRAIN_MAX_SECONDS: Final = 0.25
+__all__ = ["REFUSED", "Refused", "RetryCall"]
 
 #: What ``_admit`` answers when a guard refuses a hedge.
 REFUSED: Final = -1.0
@@ -357,16 +350,8 @@ class RetryCall(TimeLeft):
         return limit
 
     def should_drain(self, response: Response) -> bool:
-        """Whether to read a discarded response's body before closing it: a small declared
-        body (``DRAIN_MAX_BYTES``), and no deadline (a slow body could outlast it)."""
-        progress = self._progress
-        if progress is not None and (progress.deadline_at is not None
-                                     or progress.ambient is not None):
-            return False
-        if isinstance(response.stream, self._controller.flavour.byte_stream):
-            return False  # already in memory (a mock, an ASGI app): no connection to keep
-        declared = length(response)
-        return declared is not None and declared <= DRAIN_MAX_BYTES
+        """Whether to read a discarded response's body before closing it (``drain.py``)."""
+        return worth_draining(self._progress, response, self._controller.flavour.byte_stream)
 
     def body_read(self, complete: bool) -> None:
         """The driver read the body: whole (True), or only up to the limit (False)."""

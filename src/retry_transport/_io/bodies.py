@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import anyio
 
 from .._base.flavour import Flavour, Response
-from .._call.core import DRAIN_MAX_SECONDS
+from .._call.drain import DRAIN_MAX_SECONDS
 from .._call.hints import BodyHint
 
 __all__ = ["abuffer", "aclose", "adrain", "buffer", "drain", "noted"]
