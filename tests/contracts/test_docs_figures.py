@@ -481,3 +481,25 @@ def test_the_simulators_time_is_the_recorded_runs() -> None:
 
 
 _WORDS = {2: "twice", 3: "three times", 4: "four times", 5: "five times"}
+
+
+# -- the idle limit's cost: the run benchmarks/idle.py recorded ---------------------------------
+
+#: What docs/performance.md says of ``idle_timeout``'s cost, each figure a field of
+#: benchmarks/idle.json (the record ``python benchmarks/idle.py --json`` writes).
+IDLE_COST = (
+    "`python benchmarks/idle.py` ({events:,} events, one per chunk, read to the end through a "
+    "transport over `MockTransport`, only the read counted) measured {sync:,} instructions "
+    "per event sync and {async_:,} async, on a read that costs {sync_read:,} and "
+    "{async_read:,} per event without it"
+)
+
+
+def test_the_idle_limits_cost_is_the_recorded_run() -> None:
+    """The performance page's cost of ``idle_timeout`` per event is benchmarks/idle.py's
+    record, figure for figure."""
+    record = json.loads((ROOT / "benchmarks" / "idle.json").read_text(encoding="utf-8"))
+    expected = IDLE_COST.format(events=record["events"], sync=record["sync"],
+                                async_=record["async"], sync_read=record["sync read"],
+                                async_read=record["async read"])
+    assert expected in _page("docs/performance.md"), f"docs/performance.md should say: {expected}"
