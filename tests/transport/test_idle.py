@@ -286,3 +286,56 @@ def test_the_presets_leave_idle_timeout_unset() -> None:
     assert rt.presets.openai().idle_timeout is None
     assert rt.presets.anthropic().idle_timeout is None
     assert rt.presets.openai(idle_timeout=120).idle_timeout == 120.0
+
+
+# -- while retry_event holds a response's first events -------------------------------------
+
+
+START = b"event: message_start\ndata: {}\n\n"
+
+
+def held_until_content(sse: Any) -> bool | None:
+    """A judge that holds ``message_start`` and takes anything else as content."""
+    return None if sse.event == "message_start" else False
+
+
+def test_a_stall_while_retry_event_holds_events_is_the_attempts_error() -> None:
+    """The first answer sends ``message_start`` (held back, not content yet) and falls
+    silent: ``idle_timeout`` bounds that silence too, and the stall is the attempt's
+    transport error: the GET is retried, the caller reads the second answer whole and the
+    first is closed."""
+    server = Server([START, *pings(50, 0.2), event(1)], [START, event(1), event(2)])
+
+    async def main() -> None:
+        response, chunks, took, error = await read(server, idle_timeout=1.0,
+                                                   retry_event=held_until_content)
+        assert error is None
+        assert b"".join(chunks) == START + event(1) + event(2)
+        assert len(server.requests) == 2 and server.streams[0].closed
+        info = rt.retry_info(response)
+        assert info is not None and info.attempts == 2
+        assert info.history[0].error == "StreamIdleTimeout"
+        assert took < 3.0  # 1 s of silence, then the backoff: not the first body's 10 s
+
+    run(main)
+
+
+def test_a_stall_after_retry_event_hands_a_stream_over_is_watched_once() -> None:
+    """Content began (the judge said ``False``), the response was handed over, and then the
+    server fell silent: the read raises ``StreamIdleTimeout`` 1 s later, stop reason
+    ``idle_timeout``, the note counting the events the caller got."""
+    server = Server([START, event(1), *pings(50, 0.2)])
+
+    async def main() -> None:
+        _, chunks, took, error = await read(server, idle_timeout=1.0,
+                                            retry_event=held_until_content)
+        body = b"".join(chunks)
+        assert body.startswith(START + event(1))
+        assert set(body[len(START + event(1)):].split(b"\n\n")) <= {b": ping", b""}
+        assert isinstance(error, rt.StreamIdleTimeout)
+        assert str(error) == "no event for 1 s after 2 events (idle_timeout)"
+        assert took == pytest.approx(1.0)
+        info = rt.retry_info(error)
+        assert info is not None and info.stop_reason is rt.StopReason.IDLE_TIMEOUT
+
+    run(main)

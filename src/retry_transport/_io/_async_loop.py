@@ -139,8 +139,12 @@ class AsyncLoop(_Common):
         back until the verdict and then handed over, as it came, in front of the rest. An
         in-band refusal is the call's to judge: the response is closed, unless no further
         attempt is allowed. A body that breaks before the verdict is judged as the
-        attempt's error; what ``retry_event`` raises is raised, the response closed."""
+        attempt's error (a stall past ``idle_timeout`` too: the body is watched from
+        here on); what ``retry_event`` raises is raised, the response closed."""
         judge = EventJudge(call.policy.retry_event, call.request)  # type: ignore[arg-type]
+        timeout = call.policy.idle_timeout
+        if timeout is not None:  # the server's silence bounded while events are held too
+            self._watch(timeout, call.request, response, self._controller.resume is None)
         stream = response.stream
         chunks = stream.__aiter__()  # one iterator: what follows the held chunks is its rest
         verdict: bool | None = None
@@ -202,8 +206,9 @@ class AsyncLoop(_Common):
         if self._controller.resume is not None:
             state = await self._resumable(call, response)
         timeout = call.policy.idle_timeout
-        if timeout is not None and type(response.stream) is not self._memory:
-            self._watch(timeout, call.request, response, state is None)
+        if (timeout is not None and type(response.stream) is not self._memory
+                and not (call.policy.retry_event is not None and judged(response))):
+            self._watch(timeout, call.request, response, state is None)  # (else watched)
         if state is not None:
             response.stream = async_resuming(self._flavour)(self, state, response.stream)
         if type(response.stream) is not self._memory:
