@@ -15,6 +15,7 @@ import retry_transport
 from retry_transport import CircuitBreaker, RetryEvent
 from tests.flavour import MODULES
 from tests.harness import FakeClock
+from tests.locks import CountingLock
 
 A = "https://a.example:443"  # an origin as the transports spell it
 OTHER = "https://b.example:443"
@@ -691,23 +692,6 @@ def test_one_breaker_shared_by_an_httpx_and_an_httpx2_transport() -> None:
 
 
 # -- successes counted without the lock -------------------------------------------------------
-
-
-class CountingLock:
-    """A lock that counts how often it is taken."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self.taken = 0
-
-    def __enter__(self) -> bool:
-        self.taken += 1
-        return self._lock.__enter__()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
 
 
 def test_successes_in_the_current_bucket_take_no_lock() -> None:

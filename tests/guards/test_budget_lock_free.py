@@ -16,6 +16,7 @@ import pytest
 
 from retry_transport._guards import budget as budget_module
 from tests.flavour import httpx, rt
+from tests.locks import CountingLock
 
 pytestmark = pytest.mark.usefixtures("flavour")
 
@@ -334,21 +335,6 @@ def test_a_subclass_acquire_is_asked_for_every_retry() -> None:
     assert budget.tokens == 100 - 5  # the last retry's cost back, not the first's
 
 
-class _CountingLock:
-    """A lock that counts how often it is taken."""
-
-    def __init__(self) -> None:
-        self.taken = 0
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        self.taken += 1
-        self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
-
-
 @pytest.mark.parametrize(("capacity", "locks"), [(500, False), (10**9, True)],
                          ids=["tokens", "too-many-units"])
 def test_retries_and_successes_take_no_lock(capacity: int, locks: bool) -> None:
@@ -361,7 +347,7 @@ def test_retries_and_successes_take_no_lock(capacity: int, locks: bool) -> None:
         return httpx.Response(200)
 
     budget = rt.RetryBudget(capacity=capacity)
-    lock = budget._lock = _CountingLock()  # type: ignore[assignment]
+    lock = budget._lock = CountingLock()  # type: ignore[assignment]
     transport = rt.RetryTransport(httpx.MockTransport(handler), budget=budget,
                                   sleep=lambda seconds: None)
     for path in ("/flaky", "/ok") * 50:

@@ -20,6 +20,7 @@ import pytest
 from retry_transport._base.counting import PRUNE_AT as _PRUNE_AT
 from retry_transport._guards.throttle import _BUCKETS, AdaptiveThrottle
 from tests.flavour import MODULES
+from tests.locks import CountingLock
 
 A = "https://a.example:443"  # an origin as the transports spell it
 OTHER = "https://b.example:443"
@@ -456,21 +457,6 @@ def test_exact_counts_under_threads() -> None:
         sys.setswitchinterval(interval)
     assert t.counts(A) == (threads * per_thread, sum(sent))
     assert sum(sent) == threads * per_thread  # every attempt accepted: none refused
-
-
-class CountingLock:
-    """A lock that counts how often it is taken."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.taken = 0
-
-    def __enter__(self) -> bool:
-        self.taken += 1
-        return self._lock.__enter__()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
 
 
 def test_accepts_in_the_current_bucket_take_no_lock() -> None:

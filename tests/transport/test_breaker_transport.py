@@ -19,6 +19,7 @@ from trio.testing import MockClock
 from retry_transport.testing import retry_testing
 from tests.flavour import httpx, rt
 from tests.harness import FakeClock, Harness
+from tests.locks import CountingLock
 from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
@@ -43,21 +44,6 @@ class Server:
         if issubclass(outcome, httpx.TransportError):
             raise outcome("boom", request=request)
         raise outcome()
-
-
-class CountingLock:
-    """A lock that counts how often it is taken."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.taken = 0
-
-    def __enter__(self) -> bool:
-        self.taken += 1
-        return self._lock.__enter__()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
 
 
 def make_breaker(harness: Harness, **kwargs: Any) -> rt.CircuitBreaker:

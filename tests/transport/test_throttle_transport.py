@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 import retry_transport
 from tests.flavour import httpx, rt
 from tests.harness import Harness
+from tests.locks import CountingLock
 from tests.tables import table
 
 pytestmark = pytest.mark.usefixtures("flavour")
@@ -30,21 +30,6 @@ class Below(random.Random):
     def random(self) -> float:
         self.draws += 1
         return 0.0
-
-
-class CountingLock:
-    """A lock that counts how often it is taken."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.taken = 0
-
-    def __enter__(self) -> bool:
-        self.taken += 1
-        return self._lock.__enter__()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._lock.__exit__(*exc_info)  # type: ignore[arg-type]
 
 
 def loaded(harness: Harness, requests: int, accepts: int, **kwargs: Any) -> Any:

@@ -21,15 +21,14 @@ import anyio
 import anyio.lowlevel
 
 from .._base.flavour import Flavour, Response
-from .._call.hedged_call import HedgedCall, Slot, hedged_methods
+from .._call.hedged_call import HedgedCall, Slot
 from .._wire.http import origin as origin_of
 from .hedge_group import GroupedTry, close_all, on_the_wire
-from .hedge_shared import Ended, Raced, Ran, ended, response_class
+from .hedge_shared import Ended, Hedger, Raced, Ran, ended
 
 if TYPE_CHECKING:
     from .._base.flavour import Request
     from .._call.controller import Controller
-    from .._call.hedging import Hedging
 
 __all__ = ["AsyncHedger"]
 
@@ -46,7 +45,7 @@ _current_task: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] =
     else asyncio.current_task)
 
 
-class AsyncHedger:
+class AsyncHedger(Hedger):
     """An async transport's hedged tries: what they need of the transport, kept once.
 
     On asyncio a try's first attempt runs in the caller's own task under a timer of the
@@ -60,26 +59,13 @@ class AsyncHedger:
     leaves the pool, and a hedge that never left it is no hedge (not counted, its cost
     given back). Other transports send at once."""
 
-    __slots__ = ("_due", "_handle", "_loop", "aclose", "clock", "controller", "delay",
-                 "flavour", "hedging", "loop_clock", "methods", "pooled", "record", "response",
-                 "timed")
+    __slots__ = ("_due", "_handle", "_loop", "aclose", "loop_clock", "pooled", "timed")
 
     def __init__(self, controller: Controller,
                  record: Callable[[str, float, float], None], clock: Callable[[], float],
                  aclose: Callable[[Response, Flavour], Awaitable[None]],
                  pooled: bool) -> None:
-        self.controller = controller
-        self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
-        #: The methods of the requests hedged whenever their body is in memory.
-        self.methods = hedged_methods(controller.policy)
-        #: The flavour's ``Response`` class: what an answer is.
-        self.response = response_class(controller.flavour)
-        #: The hedging delay when it is fixed (read from the latency: ``None``).
-        self.delay = (cast(float, self.hedging.delay) if self.hedging.quantile is None
-                      else None)
-        self.flavour = controller.flavour
-        self.record = record
-        self.clock = clock
+        super().__init__(controller, record, clock)
         self.aclose = aclose
         self.pooled = pooled
         self.timed = controller.timed  # whether to time an attempt (every one, or a sample)

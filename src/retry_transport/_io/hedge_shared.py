@@ -16,11 +16,16 @@ import sys
 from typing import TYPE_CHECKING, Any, cast
 
 from .._base.flavour import Flavour, Response
+from .._call.hedged_call import hedged_methods
 
 if TYPE_CHECKING:
-    from .._call.hedged_call import HedgedCall
+    from collections.abc import Callable
 
-__all__ = ["Ended", "Raced", "Ran", "Unready", "ended", "response_class"]
+    from .._call.controller import Controller
+    from .._call.hedged_call import HedgedCall
+    from .._call.hedging import Hedging
+
+__all__ = ["Ended", "Hedger", "Raced", "Ran", "Unready", "ended", "response_class"]
 
 #: What a try ends with: ``(response, None)`` to hand over, or ``(None, wait)`` to retry
 #: after ``wait`` seconds (an exception to hand over is raised).
@@ -48,6 +53,28 @@ def response_class(flavour: Flavour) -> type[Any]:
     """``flavour``'s ``Response`` class: an outcome that is one (or a subclass's) is an
     answer, told by a test that succeeds (one that fails costs more: it looks further)."""
     return cast(type, sys.modules[flavour.name].Response)
+
+
+class Hedger:
+    """What a hedger of either driver keeps of its transport, read once when it is made."""
+
+    __slots__ = ("clock", "controller", "delay", "flavour", "hedging", "methods", "record",
+                 "response")
+
+    def __init__(self, controller: Controller, record: Callable[[str, float, float], None],
+                 clock: Callable[[], float]) -> None:
+        self.controller = controller
+        self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
+        #: The methods of the requests hedged whenever their body is in memory.
+        self.methods = hedged_methods(controller.policy)
+        #: The flavour's ``Response`` class: what an answer is.
+        self.response = response_class(controller.flavour)
+        #: The hedging delay when it is fixed (read from the latency: ``None``).
+        self.delay = (cast(float, self.hedging.delay) if self.hedging.quantile is None
+                      else None)
+        self.flavour = controller.flavour
+        self.record = record
+        self.clock = clock
 
 
 class Raced:

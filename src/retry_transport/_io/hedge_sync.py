@@ -18,14 +18,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from .._base.flavour import Response
-from .._call.hedged_call import HedgedCall, Slot, hedged_methods
+from .._call.hedged_call import HedgedCall, Slot
 from .._wire.http import origin as origin_of
-from .hedge_shared import Ended, Raced, Ran, ended, response_class
+from .hedge_shared import Ended, Hedger, Raced, Ran, ended
 
 if TYPE_CHECKING:
     from .._base.flavour import Request
     from .._call.controller import Controller
-    from .._call.hedging import Hedging
     from .hedge_workers import Workers
 
 __all__ = ["Inbox", "SyncHedger", "SyncRace", "SyncTry"]
@@ -90,7 +89,7 @@ class SyncRace(Inbox, Raced):
             self.call.abandon()
 
 
-class SyncHedger:
+class SyncHedger(Hedger):
     """A sync transport's hedged tries: what they need of the transport, kept once.
 
     A quick first attempt (``QuickPath.first``) runs on a worker thread while the caller
@@ -100,25 +99,13 @@ class SyncHedger:
     theirs. A call that is not plain (a deadline, an override, a guard's say) runs its try
     in a :class:`SyncTry` from the start (:meth:`run`)."""
 
-    __slots__ = ("clock", "controller", "delay", "flavour", "hedging", "methods", "record",
-                 "response", "workers")
+    __slots__ = ("workers",)
 
     def __init__(self, controller: Controller, workers: Workers,
                  record: Callable[[str, float, float], None],
                  clock: Callable[[], float]) -> None:
-        self.controller = controller
-        self.hedging: Hedging = controller.hedging  # type: ignore[assignment]
-        #: The methods of the requests hedged whenever their body is in memory.
-        self.methods = hedged_methods(controller.policy)
-        #: The flavour's ``Response`` class: what an answer is.
-        self.response = response_class(controller.flavour)
-        #: The hedging delay when it is fixed (read from the latency: ``None``).
-        self.delay = (cast(float, self.hedging.delay) if self.hedging.quantile is None
-                      else None)
-        self.flavour = controller.flavour
+        super().__init__(controller, record, clock)
         self.workers = workers
-        self.record = record
-        self.clock = clock
 
     def first(self, transport: Any, request: Request, closes: int, stream: object,
               timed: bool) -> Response | Exception | Raced:
